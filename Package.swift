@@ -1,0 +1,42 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layering, bottom to top:
+//   C modules (CLMDB, CSodium, CJansson) — one Swift module imports each.
+//   LedgerCore   — events, validation, JSON, time; no storage.
+//   Projections  — pure folds over events (Projections/); no I/O.
+//   LedgerStore  — the LMDB environment and the append-only event log.
+//   LedgerCLI    — the `ledger` commands, testable in process.
+//   ledger       — the executable; main.swift only calls LedgerCLI.
+let package = Package(
+    name: "ledger",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ledger", targets: ["ledger"]),
+    ],
+    targets: [
+        .systemLibrary(name: "CLMDB", path: "Sources/CLMDB", pkgConfig: "lmdb",
+                       providers: [.apt(["liblmdb-dev"])]),
+        .systemLibrary(name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium",
+                       providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
+                       providers: [.apt(["libjansson-dev"])]),
+        .target(name: "LedgerCore", dependencies: ["CSodium", "CJansson"],
+                path: "Sources/LedgerCore"),
+        .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
+        .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCore", "Projections"],
+                path: "Sources/LedgerStore"),
+        .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections"],
+                path: "Sources/LedgerCLI"),
+        .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger"),
+        .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],
+                          path: "Tools/ledger-gen"),
+        .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"],
+                    path: "Tests/LedgerCoreTests"),
+        .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore"],
+                    path: "Tests/LedgerStoreTests"),
+        .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore"],
+                    path: "Tests/LedgerCLITests"),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,150 @@
+import Foundation
+
+/// Failures the CLI maps to exit codes (SPEC §5).
+enum CLIError: Error {
+    /// Exit 64: unknown command or option, missing or malformed argument. `usage` is the
+    /// synopsis printed after the message.
+    case usage(String, usage: String)
+    /// Exit 1: I/O or storage failure.
+    case runtime(String)
+    /// Exit 65: invalid input data.
+    case data(String)
+}
+
+/// An option a command accepts.
+struct OptionSpec: Sendable {
+    var name: String
+    /// The placeholder for its value (`PATH`), or nil for a flag.
+    var value: String?
+    var help: String
+    /// Whether it may be given more than once.
+    var repeatable = false
+}
+
+/// A command's arguments after parsing: options by name, flags, and positionals in order.
+struct ParsedArguments {
+    /// The command's synopsis, for usage errors found after parsing.
+    var usage = ""
+    var options: [String: [String]] = [:]
+    var flags: Set<String> = []
+    var positionals: [String] = []
+
+    func value(_ name: String) -> String? { options[name]?.last }
+    func has(_ name: String) -> Bool { flags.contains(name) || options[name] != nil }
+}
+
+/// Options every data command takes.
+let dbOption = OptionSpec(name: "db", value: "PATH",
+                          help: "The ledger directory (default: $LEDGER_DB, else ./ledger.db).")
+let formatOption = OptionSpec(name: "format", value: "FORMAT",
+                              help: "table, json, ndjson or csv (default: table on a terminal, else ndjson).")
+let helpOption = OptionSpec(name: "help", value: nil, help: "Show help for this command.")
+
+/// Parses `arguments` against `specs`. Accepts `--name value`, `--name=value`, `-h`, and `--`
+/// to end options. Unknown options get a "Did you mean …?" when one is close.
+func parse(_ arguments: [String], specs: [OptionSpec], usage: String, maxPositionals: Int) throws -> ParsedArguments {
+    var parsed = ParsedArguments(usage: usage)
+    var index = 0
+    var optionsEnded = false
+    while index < arguments.count {
+        let argument = arguments[index]
+        index += 1
+        if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
+            parsed.positionals.append(argument)
+            continue
+        }
+        if argument == "--" {
+            optionsEnded = true
+            continue
+        }
+        if argument == "-h" {
+            parsed.flags.insert("help")
+            continue
+        }
+        guard argument.hasPrefix("--") else {
+            throw CLIError.usage("unknown option '\(argument)'\(suggestion(for: argument, among: specs.map { "--" + $0.name }))", usage: usage)
+        }
+        var name = String(argument.dropFirst(2))
+        var inlineValue: String?
+        if let equals = name.firstIndex(of: "=") {
+            inlineValue = String(name[name.index(after: equals)...])
+            name = String(name[..<equals])
+        }
+        guard let spec = specs.first(where: { $0.name == name }) else {
+            throw CLIError.usage("unknown option '--\(name)'\(suggestion(for: "--" + name, among: specs.map { "--" + $0.name }))", usage: usage)
+        }
+        if let placeholder = spec.value {
+            let value: String
+            if let inlineValue {
+                value = inlineValue
+            } else {
+                guard index < arguments.count else {
+                    throw CLIError.usage("option '--\(name)' needs a value (\(placeholder))", usage: usage)
+                }
+                value = arguments[index]
+                index += 1
+            }
+            if parsed.options[name] != nil, !spec.repeatable {
+                throw CLIError.usage("option '--\(name)' is given more than once", usage: usage)
+            }
+            parsed.options[name, default: []].append(value)
+        } else {
+            guard inlineValue == nil else {
+                throw CLIError.usage("option '--\(name)' takes no value", usage: usage)
+            }
+            parsed.flags.insert(name)
+        }
+    }
+    if parsed.positionals.count > maxPositionals, !parsed.flags.contains("help") {
+        let extra = parsed.positionals[maxPositionals]
+        throw CLIError.usage("unexpected argument '\(extra)'", usage: usage)
+    }
+    return parsed
+}
+
+/// ` Did you mean '--from'?` when a candidate is within a small edit distance, else "".
+func suggestion(for word: String, among candidates: [String]) -> String {
+    let scored = candidates.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= max(2, word.count / 3) }
+    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return "" }
+    return ". Did you mean '\(best.0)'?"
+}
+
+/// Levenshtein distance.
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    var current = [Int](repeating: 0, count: b.count + 1)
+    for i in 1...a.count {
+        current[0] = i
+        for j in 1...b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        swap(&previous, &current)
+    }
+    return previous[b.count]
+}
+
+/// Parses `--map-size` values: `1048576`, `64MiB`, `4GiB`, `1GB`, `512M`.
+func parseSize(_ text: String) -> Int? {
+    let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+                                  ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
+                                  ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
+    for (suffix, factor) in units where text.hasSuffix(suffix) {
+        guard let number = Double(text.dropLast(suffix.count)), number > 0, number.isFinite,
+              number * Double(factor) < Double(Int.max / 2)
+        else { return nil }
+        return Int(number * Double(factor))
+    }
+    guard let plain = Int(text), plain > 0 else { return nil }
+    return plain
+}
+
+/// Parses a non-negative whole number option.
+func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 {
+    guard let value = UInt64(text) else {
+        throw CLIError.usage("option '--\(option)' needs a whole number ≥ 0, got '\(text)'", usage: usage)
+    }
+    return value
+}

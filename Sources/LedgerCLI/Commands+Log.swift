@@ -1,0 +1,228 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+
+extension Commands {
+    static let initCommand = Command(
+        name: "init",
+        abstract: "Create a ledger and set its default time zone.",
+        usage: "ledger init [--db PATH] [--timezone ZONE] [--map-size SIZE]",
+        discussion: """
+        The default zone decides which calendar day a sample belongs to when neither the sample \
+        nor its user's profile names a zone. It cannot be changed once events exist. The map \
+        size is where LMDB starts; it doubles by itself when full.
+        """,
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "timezone", value: "ZONE", help: "IANA zone name or ±HH:MM (default: UTC)."),
+                  OptionSpec(name: "map-size", value: "SIZE", help: "Initial LMDB map size, e.g. 64MiB, 4GiB (default: 64MiB).")]
+    ) { arguments, context in
+        let zoneName = arguments.value("timezone") ?? "UTC"
+        guard let zone = Zone(zoneName) else {
+            throw CLIError.usage("unknown time zone '\(zoneName)' (expected an IANA name like Europe/Paris, or ±HH:MM)", usage: arguments.usage)
+        }
+        var mapSize: Int?
+        if let text = arguments.value("map-size") {
+            guard let size = parseSize(text), size >= 1 << 16 else {
+                throw CLIError.usage("'--map-size' needs a size of at least 64KiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
+            }
+            mapSize = size
+        }
+        let path = context.databasePath(arguments)
+        let log = try context.openLog(arguments, create: true, mapSize: mapSize)
+        try log.initialize(zone: zone)
+        let head = try log.head()
+        context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
+        return 0
+    }
+
+    static let appendCommand = Command(
+        name: "append",
+        abstract: "Append events to the log.",
+        usage: "ledger append [FILE|-] [--db PATH] [--expect-head N]",
+        discussion: """
+        Reads NDJSON (one event per line), one JSON object, or an array of objects, from FILE or \
+        standard input. The whole input is one batch: if any event is invalid nothing is written, \
+        and the error names the line (or array index) and the field. Re-sending an event already \
+        in the log is a duplicate, not a second event.
+        """,
+        arguments: [("FILE", "A file of events, or - for standard input (the default).")],
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "expect-head", value: "N", help: "Fail unless the log's last seq is N (optimistic concurrency).")],
+        maxPositionals: 1
+    ) { arguments, context in
+        var expectHead: UInt64?
+        if let text = arguments.value("expect-head") {
+            expectHead = try parseCount(text, option: "expect-head", usage: arguments.usage)
+        }
+        let source = arguments.positionals.first ?? "-"
+        let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
+        // Validate everything before opening the ledger, so bad input never creates or touches it.
+        let batch = try EventInput.decode(bytes)
+        let log = try context.openLog(arguments, create: true)
+        let result = try log.append(batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead)
+        context.stdout.write("appended \(result.appended), duplicates \(result.duplicates), superseded \(result.superseded), head \(result.head)\n")
+        return 0
+    }
+
+    static let logCommand = Command(
+        name: "log",
+        abstract: "Print events as stored, with seq, recorded and hash.",
+        usage: "ledger log [--db PATH] [--from SEQ] [--limit N] [--user U] [--kind K] [--format FORMAT]",
+        discussion: "--from is inclusive: '--from 5' starts at the event with seq 5.",
+        options: [helpOption, dbOption, formatOption,
+                  OptionSpec(name: "from", value: "SEQ", help: "First seq to print (default: 1)."),
+                  OptionSpec(name: "limit", value: "N", help: "Print at most N events."),
+                  OptionSpec(name: "user", value: "U", help: "Only events about user U (a correction is about its target's user)."),
+                  OptionSpec(name: "kind", value: "K", help: "Only events of kind K: sample, correction, grant, revoke, profile.")]
+    ) { arguments, context in
+        let usage = arguments.usage
+        let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage)
+        let from = try arguments.value("from").map { try parseCount($0, option: "from", usage: usage) } ?? 1
+        let limit = try arguments.value("limit").map { Int(try parseCount($0, option: "limit", usage: usage)) }
+        var kind: EventKind?
+        if let text = arguments.value("kind") {
+            guard let parsed = EventKind(rawValue: text) else {
+                throw CLIError.usage("unknown kind '\(text)' (expected sample, correction, grant, revoke or profile)\(suggestion(for: text, among: EventKind.allCases.map(\.rawValue)))", usage: usage)
+            }
+            kind = parsed
+        }
+        let user = arguments.value("user")
+        let log = try context.openLog(arguments, create: false)
+
+        var rows = RowSet(columns: ["seq", "recorded", "kind", "user", "id", "detail"])
+        var printed = 0
+        var pending: [UInt8] = []
+        var userOfSample: [UUID: String] = [:]
+        try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
+            if let limit, printed >= limit { return false }
+            let event = try record.event()
+            if let kind, event.kind != kind { return true }
+            var eventUser = event.user
+            if case .sample(let sample) = event.payload { userOfSample[event.id] = sample.user }
+            if case .correction(let correction) = event.payload {
+                eventUser = try userOfSample[correction.target] ?? targetUser(of: correction, in: log)
+            }
+            if let user, eventUser != user { return true }
+            printed += 1
+            switch format {
+            case .ndjson:
+                pending += record.json
+                pending.append(0x0A)
+                if pending.count > 1 << 16 {
+                    context.stdout.write(bytes: pending)
+                    pending.removeAll(keepingCapacity: true)
+                }
+            case .json:
+                pending += printed == 1 ? [UInt8(ascii: "[")] : [UInt8(ascii: ",")]
+                pending += record.json
+            case .table:
+                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.kind.rawValue),
+                             .string(eventUser), .string(event.id.lowercased), .string(summary(of: event))])
+            case .csv:
+                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.kind.rawValue),
+                             .string(eventUser), .string(event.id.lowercased), .string(String(decoding: record.json, as: UTF8.self))])
+            }
+            return true
+        }
+        switch format {
+        case .ndjson:
+            context.stdout.write(bytes: pending)
+        case .json:
+            context.stdout.write(bytes: (printed == 0 ? Array("[".utf8) : pending) + Array("]\n".utf8))
+        case .table:
+            rows.write(.table, to: context.stdout)
+        case .csv:
+            rows.columns[5] = "event"
+            rows.write(.csv, to: context.stdout)
+        }
+        return 0
+    }
+
+    static func targetUser(of correction: Correction, in log: EventLog) throws -> String {
+        try log.record(id: correction.target)?.event().user ?? ""
+    }
+
+    /// One line describing an event, for the table format.
+    static func summary(of event: Event) -> String {
+        switch event.payload {
+        case .sample(let sample):
+            var number: [UInt8] = []
+            JSONValue.writeNumber(sample.value, to: &number)
+            return "\(sample.type.rawValue) \(String(decoding: number, as: UTF8.self)) \(sample.unit) "
+                + "\(sample.start.rfc3339)..\(sample.end.rfc3339) from \(sample.source.name)"
+        case .correction(let correction):
+            return "\(correction.action.rawValue) \(correction.target.lowercased): \(correction.reason)"
+        case .grant(let change), .revoke(let change):
+            return "\(change.client) read=[\(change.read.map(\.rawValue).joined(separator: ","))] share=[\(change.share.map(\.rawValue).joined(separator: ","))]"
+        case .profile(let profile):
+            var parts: [String] = []
+            if let zone = profile.zone { parts.append("zone=\(zone)") }
+            if let priority = profile.priority {
+                for (type, names) in priority.sorted(by: { $0.key < $1.key }) {
+                    parts.append("priority.\(type.rawValue)=[\(names.joined(separator: ","))]")
+                }
+            }
+            return parts.joined(separator: " ")
+        }
+    }
+
+    static let verifyCommand = Command(
+        name: "verify",
+        abstract: "Check the hash chain and that every stored event decodes.",
+        usage: "ledger verify [--db PATH]",
+        discussion: "Exits 1 and names the first bad seq when the log was damaged or altered.",
+        options: [helpOption, dbOption]
+    ) { arguments, context in
+        let log = try context.openLog(arguments, create: false)
+        let progress: ((UInt64) -> Void)? = context.stderr.isTerminal
+            ? { context.stderr.write("\rverified \($0) events…") } : nil
+        let report = try log.verifyChain(progress: progress)
+        if context.stderr.isTerminal, report.verified >= 65_536 { context.stderr.write("\n") }
+        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex)\n")
+        return 0
+    }
+
+    static let statsCommand = Command(
+        name: "stats",
+        abstract: "Print counts, head, sizes and settings.",
+        usage: "ledger stats [--db PATH] [--format FORMAT]",
+        options: [helpOption, dbOption, formatOption]
+    ) { arguments, context in
+        let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: arguments.usage)
+        let log = try context.openLog(arguments, create: false)
+        let stats = try log.statistics()
+        var fields: [(String, JSONValue)] = [
+            ("path", .string(log.path)),
+            ("head", .int(Int64(stats.head.seq))),
+            ("head_hash", .string(stats.head.hash.hex)),
+            ("head_recorded", stats.head.recorded.map { .string($0.rfc3339) } ?? .null),
+            ("zone", .string(stats.zone)),
+            ("created", stats.created.map { .string($0) } ?? .null),
+        ]
+        for kind in EventKind.allCases {
+            fields.append(("events_\(kind.rawValue)", .int(Int64(stats.countsByKind[kind] ?? 0))))
+        }
+        fields += [
+            ("map_size_bytes", .int(Int64(stats.mapSize))),
+            ("used_bytes", .int(Int64(stats.usedBytes))),
+            ("file_bytes", .int(Int64(stats.fileBytes))),
+        ]
+        for (name, db) in stats.databases.sorted(by: { $0.key < $1.key }) {
+            fields.append(("db_\(name)_entries", .int(Int64(db.entries))))
+        }
+        if format == .table {
+            let width = fields.map(\.0.count).max() ?? 0
+            var text = ""
+            for (name, value) in fields {
+                let shown = value.stringValue ?? (value == .null ? "-" : value.canonicalString)
+                text += name.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + shown + "\n"
+            }
+            context.stdout.write(text)
+        } else {
+            var rows = RowSet(columns: fields.map(\.0))
+            rows.append(fields.map(\.1))
+            rows.write(format, to: context.stdout)
+        }
+        return 0
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+
+/// The table of subcommands. Each command's `run` lives in `Commands+Name.swift`.
+enum Commands {
+    static let all: [Command] = [
+        initCommand, appendCommand, logCommand, verifyCommand, statsCommand,
+        planned("project", "Print a projection's rows (daily, daily-steps, per-source, last-known, grants).",
+                "ledger project NAME [--user U] [--type T] [--from DATE] [--to DATE] [--date DATE|today] [--fallback] [--format FORMAT]"),
+        planned("replay", "Print a projection as it stood at a past moment.",
+                "ledger replay --to WHEN|--to-seq N [--projection NAME] [filters as for project]"),
+        planned("rebuild", "Rebuild projections from the log.", "ledger rebuild [NAME]"),
+        planned("subscribe", "Stream projection changes or events as NDJSON.",
+                "ledger subscribe NAME|events [--user U] [--type T] [--from SEQ|now]"),
+        planned("import", "Import an Apple Health export.", "ledger import apple-health FILE [--user U]"),
+        planned("serve", "Serve the HTTP API.", "ledger serve [--listen HOST:PORT]"),
+        planned("client", "Manage API clients and their tokens.", "ledger client add NAME [--admin] | list | remove NAME"),
+    ]
+
+    static func named(_ name: String) -> Command? {
+        all.first { $0.name == name }
+    }
+
+    /// A command the contract names that this build does not have yet: it says so and exits 1.
+    static func planned(_ name: String, _ abstract: String, _ usage: String) -> Command {
+        Command(name: name, abstract: abstract + " (not implemented yet)", usage: usage,
+                options: [helpOption], acceptsAnyArguments: true) { _, _ in
+            throw LedgerError.notImplemented("'ledger \(name)'")
+        }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+
+/// Where a command writes: a file descriptor (the real stdout/stderr) or memory (tests).
+public final class OutputSink: Sendable {
+    private enum Target { case descriptor(Int32), memory }
+    private let target: Target
+    private let buffer = Mutex<[UInt8]>([])
+    /// Whether this is a terminal (decides the default format and the progress bar).
+    public let isTerminal: Bool
+
+    public static let standardOutput = OutputSink(descriptor: STDOUT_FILENO)
+    public static let standardError = OutputSink(descriptor: STDERR_FILENO)
+
+    public init(descriptor: Int32) {
+        self.target = .descriptor(descriptor)
+        self.isTerminal = isatty(descriptor) == 1
+    }
+
+    /// An in-memory sink; `text` returns what was written.
+    public init(isTerminal: Bool = false) {
+        self.target = .memory
+        self.isTerminal = isTerminal
+    }
+
+    public func write(_ text: String) {
+        write(bytes: Array(text.utf8))
+    }
+
+    /// Writes all of `bytes`. Writes to a descriptor are unbuffered, so each line a command
+    /// prints is out before the next begins (subscribers rely on this).
+    public func write(bytes: [UInt8]) {
+        switch target {
+        case .memory:
+            buffer.withLock { $0.append(contentsOf: bytes) }
+        case .descriptor(let fd):
+            bytes.withUnsafeBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let written = Foundation.write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        return  // EPIPE and the like: the reader went away; nothing more to do.
+                    }
+                    offset += written
+                }
+            }
+        }
+    }
+
+    /// Everything written to an in-memory sink, as text.
+    public var text: String {
+        buffer.withLock { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// Where `append` reads when no file is given.
+public enum InputSource: Sendable {
+    case standardInput
+    case bytes([UInt8])
+
+    /// Reads everything. Calls `read(2)` on standard input until end of file.
+    func readAll() throws -> [UInt8] {
+        switch self {
+        case .bytes(let bytes):
+            return bytes
+        case .standardInput:
+            return try readDescriptor(STDIN_FILENO, name: "standard input")
+        }
+    }
+}
+
+func readDescriptor(_ fd: Int32, name: String) throws -> [UInt8] {
+    var result: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 1 << 20)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+        if count < 0 {
+            if errno == EINTR { continue }
+            throw CLIError.runtime("cannot read \(name): \(String(cString: strerror(errno)))")
+        }
+        if count == 0 { return result }
+        result.append(contentsOf: chunk[0..<count])
+    }
+}
+
+/// Reads a whole file, with an error that names it.
+func readFile(_ path: String) throws -> [UInt8] {
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else {
+        throw CLIError.runtime("cannot open '\(path)': \(String(cString: strerror(errno)))")
+    }
+    defer { close(fd) }
+    var info = stat()
+    if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+        throw CLIError.runtime("'\(path)' is a directory, not a file of events")
+    }
+    return try readDescriptor(fd, name: "'\(path)'")
+}

@@ -1,0 +1,111 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+
+/// The `ledger` command line, callable in process for tests.
+public enum LedgerCommandLine {
+    public static let version = "0.1.0"
+
+    /// Runs one `ledger` invocation. `arguments` excludes the program name.
+    /// Returns the exit code (SPEC §5): 0, 1 runtime, 64 usage, 65 data, 130 interrupted.
+    public static func run(arguments: [String],
+                           environment: [String: String] = ProcessInfo.processInfo.environment,
+                           stdin: InputSource = .standardInput,
+                           stdout: OutputSink = .standardOutput,
+                           stderr: OutputSink = .standardError) -> Int32 {
+        let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr)
+        guard let first = arguments.first else {
+            stdout.write(Help.overview)
+            return 0
+        }
+        if first == "--help" || first == "-h" || first == "help" {
+            if first == "help", arguments.count > 1 {
+                guard let command = Commands.named(arguments[1]) else {
+                    return fail(.usage("unknown command '\(arguments[1])'\(suggestion(for: arguments[1], among: Commands.all.map(\.name)))", usage: Help.synopsis), context)
+                }
+                stdout.write(Help.text(for: command))
+                return 0
+            }
+            stdout.write(Help.overview)
+            return 0
+        }
+        if first == "--version" || first == "version" {
+            stdout.write("ledger \(version)\n")
+            return 0
+        }
+        guard let command = Commands.named(first) else {
+            let message = first.hasPrefix("-")
+                ? "unknown option '\(first)'\(suggestion(for: first, among: ["--help", "--version"]))"
+                : "unknown command '\(first)'\(suggestion(for: first, among: Commands.all.map(\.name)))"
+            return fail(.usage(message, usage: Help.synopsis), context)
+        }
+        do {
+            let rest = Array(arguments.dropFirst())
+            let parsed = command.acceptsAnyArguments
+                ? ParsedArguments(usage: command.usage, flags: rest.contains("--help") || rest.contains("-h") ? ["help"] : [])
+                : try parse(rest, specs: command.options, usage: command.usage, maxPositionals: command.maxPositionals)
+            if parsed.flags.contains("help") {
+                stdout.write(Help.text(for: command))
+                return 0
+            }
+            return try command.run(parsed, context)
+        } catch let error as CLIError {
+            return fail(error, context)
+        } catch let error as InputError {
+            return fail(.data(error.description), context)
+        } catch let error as LedgerError {
+            return fail(.runtime(error.description), context)
+        } catch let error as LMDBError {
+            return fail(.runtime("storage failure: \(error.description)"), context)
+        } catch {
+            return fail(.runtime("\(error)"), context)
+        }
+    }
+
+    static func fail(_ error: CLIError, _ context: CommandContext) -> Int32 {
+        switch error {
+        case .usage(let message, let usage):
+            context.stderr.write("Error: \(message)\nUsage: \(usage)\n")
+            return 64
+        case .runtime(let message):
+            context.stderr.write("Error: \(message)\n")
+            return 1
+        case .data(let message):
+            context.stderr.write("Error: \(message)\n")
+            return 65
+        }
+    }
+}
+
+/// What a command may use: its streams and the process environment, injected for tests.
+struct CommandContext {
+    var environment: [String: String]
+    var stdin: InputSource
+    var stdout: OutputSink
+    var stderr: OutputSink
+
+    /// `--db`, else `$LEDGER_DB`, else `./ledger.db` (SPEC §2).
+    func databasePath(_ arguments: ParsedArguments) -> String {
+        if let path = arguments.value("db"), !path.isEmpty { return path }
+        if let path = environment["LEDGER_DB"], !path.isEmpty { return path }
+        return "ledger.db"
+    }
+
+    func openLog(_ arguments: ParsedArguments, create: Bool, mapSize: Int? = nil) throws -> EventLog {
+        try EventLog(path: databasePath(arguments), create: create, mapSize: mapSize)
+    }
+}
+
+/// One `ledger` subcommand.
+struct Command: Sendable {
+    var name: String
+    var abstract: String
+    var usage: String
+    var discussion: String = ""
+    var arguments: [(name: String, help: String)] = []
+    var options: [OptionSpec]
+    var maxPositionals = 0
+    /// For commands not built yet: any arguments are taken, so the answer is "not implemented".
+    var acceptsAnyArguments = false
+    var run: @Sendable (ParsedArguments, CommandContext) throws -> Int32
+}

@@ -1,0 +1,114 @@
+import LedgerCore
+
+/// `--format` (SPEC §5): `table` on a terminal by default, `ndjson` otherwise.
+enum OutputFormat: String, CaseIterable {
+    case table, json, ndjson, csv
+
+    static func resolve(_ given: String?, sink: OutputSink, usage: String) throws -> OutputFormat {
+        guard let given else { return sink.isTerminal ? .table : .ndjson }
+        guard let format = OutputFormat(rawValue: given) else {
+            throw CLIError.usage("unknown format '\(given)' (expected table, json, ndjson or csv)\(suggestion(for: given, among: OutputFormat.allCases.map(\.rawValue)))", usage: usage)
+        }
+        return format
+    }
+}
+
+/// Rows with named columns, printed in any format. Values keep full precision in the
+/// machine formats; `table` rounds numbers in columns listed in `roundedColumns`.
+struct RowSet {
+    var columns: [String]
+    var rows: [[JSONValue?]] = []
+    var roundedColumns: Set<String> = []
+
+    init(columns: [String]) { self.columns = columns }
+
+    mutating func append(_ row: [JSONValue?]) {
+        precondition(row.count == columns.count)
+        rows.append(row)
+    }
+
+    /// One JSON object per row, keys in column order; absent values are left out.
+    func objectBytes(_ row: [JSONValue?]) -> [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        var first = true
+        for (column, value) in zip(columns, row) {
+            guard let value else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(column, to: &out)
+            out.append(UInt8(ascii: ":"))
+            value.write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    func write(_ format: OutputFormat, to sink: OutputSink) {
+        switch format {
+        case .ndjson:
+            var out: [UInt8] = []
+            for row in rows {
+                out += objectBytes(row)
+                out.append(0x0A)
+                if out.count > 1 << 16 {
+                    sink.write(bytes: out)
+                    out.removeAll(keepingCapacity: true)
+                }
+            }
+            sink.write(bytes: out)
+        case .json:
+            var out: [UInt8] = [UInt8(ascii: "[")]
+            for (index, row) in rows.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += objectBytes(row)
+            }
+            out += Array("]\n".utf8)
+            sink.write(bytes: out)
+        case .csv:
+            var text = columns.map(csvField).joined(separator: ",") + "\n"
+            for row in rows {
+                text += row.map { csvField(plain($0)) }.joined(separator: ",") + "\n"
+            }
+            sink.write(text)
+        case .table:
+            let cells = rows.map { row in
+                zip(columns, row).map { column, value in
+                    roundedColumns.contains(column) ? rounded(value) : plain(value)
+                }
+            }
+            let headers = columns.map { $0.uppercased() }
+            var widths = headers.map(\.count)
+            for row in cells {
+                for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+            }
+            func line(_ cells: [String]) -> String {
+                zip(cells, widths).enumerated().map { index, pair in
+                    index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
+                }.joined(separator: "  ")
+            }
+            var text = line(headers) + "\n"
+            for row in cells { text += line(row) + "\n" }
+            sink.write(text)
+        }
+    }
+
+    /// A value as plain text: strings without quotes, numbers in full, structures as JSON.
+    func plain(_ value: JSONValue?) -> String {
+        switch value {
+        case nil, .null?: ""
+        case .string(let text)?: text
+        case .bool(let flag)?: flag ? "true" : "false"
+        case let other?: other.canonicalString
+        }
+    }
+
+    func rounded(_ value: JSONValue?) -> String {
+        guard let number = value?.numberValue else { return plain(value) }
+        return String(Int64(number.rounded()))
+    }
+
+    func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}

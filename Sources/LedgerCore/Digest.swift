@@ -1,0 +1,86 @@
+import CSodium
+import Foundation
+
+/// SHA-256 from libsodium (Debian's `libsodium`), for the hash chain, derived sample ids and
+/// API token digests. Never a hand-written hash.
+public enum Digest {
+    private static let initialized: Bool = {
+        // sodium_init is safe to call more than once and from several threads; it returns
+        // -1 only when the library cannot initialize (no entropy source), which is fatal.
+        precondition(sodium_init() >= 0, "libsodium failed to initialize")
+        return true
+    }()
+
+    public static let byteCount = Int(crypto_hash_sha256_BYTES)
+
+    /// SHA-256 of the concatenation of `parts`. Calls `crypto_hash_sha256_init/update/final`.
+    public static func sha256(_ parts: [UInt8]...) -> [UInt8] {
+        sha256(parts: parts)
+    }
+
+    public static func sha256(parts: [[UInt8]]) -> [UInt8] {
+        _ = initialized
+        var state = crypto_hash_sha256_state()
+        crypto_hash_sha256_init(&state)
+        for part in parts {
+            part.withUnsafeBufferPointer { buffer in
+                _ = crypto_hash_sha256_update(&state, buffer.baseAddress, UInt64(buffer.count))
+            }
+        }
+        var out = [UInt8](repeating: 0, count: byteCount)
+        crypto_hash_sha256_final(&state, &out)
+        return out
+    }
+
+    /// Fills `count` bytes from the operating system's CSPRNG (`randombytes_buf`).
+    public static func randomBytes(_ count: Int) -> [UInt8] {
+        _ = initialized
+        var out = [UInt8](repeating: 0, count: count)
+        randombytes_buf(&out, count)
+        return out
+    }
+
+    /// Compares two byte strings in time independent of where they differ (`sodium_memcmp`).
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return sodium_memcmp(a, b, a.count) == 0
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Lower-case hex.
+    public var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(count * 2)
+        for byte in self {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+extension UUID {
+    /// A name-based UUID (version 8, RFC 9562) from the SHA-256 of `name`: the same name always
+    /// gives the same id. Used for samples sent without an `id`.
+    public static func derived(from name: [UInt8]) -> UUID {
+        var bytes = Array(Digest.sha256(name).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x80
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(bytes: bytes)
+    }
+
+    public init(bytes: [UInt8]) {
+        precondition(bytes.count == 16)
+        self.init(uuid: (bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                         bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+
+    public var bytes: [UInt8] {
+        withUnsafeBytes(of: uuid) { Array($0) }
+    }
+
+    /// Lower-case canonical text, as stored in the log.
+    public var lowercased: String { uuidString.lowercased() }
+}

@@ -1,0 +1,159 @@
+import Foundation
+
+/// The five kinds of fact the log holds (SPEC §3).
+public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable {
+    case sample, correction, grant, revoke, profile
+}
+
+/// One validated event, before or after it was committed.
+///
+/// `document` is the normalized JSON object that is stored: the input with defaults filled in
+/// (`user`, `id`), aliases replaced by canonical names, `source` as an object, and every
+/// unknown field kept. `payload` is the typed view projections fold over. Both are derived
+/// from the same input by `EventDecoder`, so they never disagree.
+public struct Event: Sendable, Equatable {
+    public var id: UUID
+    public var payload: Payload
+    public var document: JSONValue
+
+    public var kind: EventKind { payload.kind }
+
+    public init(id: UUID, payload: Payload, document: JSONValue) {
+        self.id = id
+        self.payload = payload
+        self.document = document
+    }
+
+    /// The user the event concerns.
+    public var user: String {
+        switch payload {
+        case .sample(let sample): sample.user
+        case .correction: ""  // a correction's user is its target's
+        case .grant(let change), .revoke(let change): change.user
+        case .profile(let profile): profile.user
+        }
+    }
+
+    public enum Payload: Sendable, Equatable {
+        case sample(Sample)
+        case correction(Correction)
+        case grant(AccessChange)
+        case revoke(AccessChange)
+        case profile(Profile)
+
+        public var kind: EventKind {
+            switch self {
+            case .sample: .sample
+            case .correction: .correction
+            case .grant: .grant
+            case .revoke: .revoke
+            case .profile: .profile
+            }
+        }
+    }
+}
+
+/// Where a sample came from; `name` is what priorities and per-source sums key on.
+public struct SampleSource: Sendable, Hashable, Codable {
+    public var name: String
+    public var bundle: String?
+    public var device: String?
+    public var version: String?
+
+    public init(name: String, bundle: String? = nil, device: String? = nil, version: String? = nil) {
+        self.name = name
+        self.bundle = bundle
+        self.device = device
+        self.version = version
+    }
+}
+
+/// An activity sample: `value` `unit` of `type` over `[start, end)`.
+public struct Sample: Sendable, Equatable {
+    public var user: String
+    public var type: QuantityType
+    /// The value as given, in `unit`.
+    public var value: Double
+    public var unit: String
+    public var start: Timestamp
+    public var end: Timestamp
+    /// The device's zone when it took the sample (IANA name or `±HH:MM`), if known.
+    public var zone: String?
+    public var source: SampleSource
+    public var syncId: String?
+    public var syncVersion: Int64?
+
+    public init(user: String, type: QuantityType, value: Double, unit: String, start: Timestamp,
+                end: Timestamp, zone: String? = nil, source: SampleSource,
+                syncId: String? = nil, syncVersion: Int64? = nil) {
+        self.user = user
+        self.type = type
+        self.value = value
+        self.unit = unit
+        self.start = start
+        self.end = end
+        self.zone = zone
+        self.source = source
+        self.syncId = syncId
+        self.syncVersion = syncVersion
+    }
+
+    /// The value in the type's canonical unit (`count`, `m`, `kcal`).
+    public var canonicalValue: Double {
+        value * (type.factor(from: unit) ?? 1)
+    }
+}
+
+/// A retraction or amendment of an earlier sample. Corrections are new events; the log
+/// is never rewritten.
+public struct Correction: Sendable, Equatable {
+    public enum Action: String, Sendable, Equatable { case retract, amend }
+
+    public var target: UUID
+    public var action: Action
+    public var reason: String
+    public var value: Double?
+    public var unit: String?
+    public var start: Timestamp?
+    public var end: Timestamp?
+
+    public init(target: UUID, action: Action, reason: String, value: Double? = nil,
+                unit: String? = nil, start: Timestamp? = nil, end: Timestamp? = nil) {
+        self.target = target
+        self.action = action
+        self.reason = reason
+        self.value = value
+        self.unit = unit
+        self.start = start
+        self.end = end
+    }
+}
+
+/// A `grant` adds to, a `revoke` removes from, a client's permissions for a user.
+public struct AccessChange: Sendable, Equatable {
+    public var user: String
+    public var client: String
+    public var read: [QuantityType]
+    public var share: [QuantityType]
+
+    public init(user: String, client: String, read: [QuantityType], share: [QuantityType]) {
+        self.user = user
+        self.client = client
+        self.read = read
+        self.share = share
+    }
+}
+
+/// A user's home zone and source priorities.
+public struct Profile: Sendable, Equatable {
+    public var user: String
+    public var zone: String?
+    /// Per type, source names, highest priority first.
+    public var priority: [QuantityType: [String]]?
+
+    public init(user: String, zone: String? = nil, priority: [QuantityType: [String]]? = nil) {
+        self.user = user
+        self.zone = zone
+        self.priority = priority
+    }
+}

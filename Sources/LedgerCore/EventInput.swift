@@ -1,0 +1,104 @@
+import Foundation
+
+/// Splits what `ledger append` or `POST /v1/events` received into located JSON values.
+///
+/// Accepted shapes (SPEC §3.1): NDJSON (one object per line; blank lines skipped), a single
+/// object (which may span lines), or an array of objects. Errors name the line, or for an
+/// array the 0-based index, and never crash on hostile input.
+public enum EventInput {
+    /// The longest line (or single document) accepted.
+    public static let maxLineBytes = 1 << 20
+
+    /// Parses and validates every event in `bytes`; throws the first problem found.
+    public static func decode(_ bytes: [UInt8],
+                              makeRandomID: () -> UUID = { UUID() }) throws(InputError) -> [(InputLocation, Event)] {
+        let values = try parse(bytes)
+        var events: [(InputLocation, Event)] = []
+        events.reserveCapacity(values.count)
+        for (location, value) in values {
+            do {
+                events.append((location, try EventDecoder.decode(value, makeRandomID: makeRandomID)))
+            } catch {
+                throw InputError(error, at: location)
+            }
+        }
+        return events
+    }
+
+    /// The located JSON values of `bytes`, not yet validated as events.
+    public static func parse(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
+        guard let first = bytes.firstIndex(where: { !isSpace($0) }) else {
+            throw InputError(location: nil, message: "no events in input")
+        }
+        if bytes[first] == UInt8(ascii: "[") {
+            return try parseArray(bytes)
+        }
+        if bytes[first] == UInt8(ascii: "{"), bytes.count <= maxLineBytes,
+           case .object = try? JSONValue.parse(bytes) {
+            // A whole document that is one object: a single event, possibly pretty-printed.
+            let value = try! JSONValue.parse(bytes)
+            let line = bytes[..<first].count(where: { $0 == 0x0A }) + 1
+            return [(.line(line), value)]
+        }
+        return try parseLines(bytes)
+    }
+
+    static func parseArray(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
+        let value: JSONValue
+        do {
+            value = try JSONValue.parse(bytes)
+        } catch {
+            throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")
+        }
+        guard case .array(let items) = value else {
+            throw InputError(location: .line(1), message: "malformed JSON: expected an array")
+        }
+        guard !items.isEmpty else { throw InputError(location: nil, message: "no events in input: the array is empty") }
+        return items.enumerated().map { (InputLocation.index($0.offset), $0.element) }
+    }
+
+    static func parseLines(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
+        var values: [(InputLocation, JSONValue)] = []
+        var lineNumber = 0
+        var start = 0
+        let count = bytes.count
+        while start < count {
+            lineNumber += 1
+            var end = start
+            while end < count, bytes[end] != 0x0A { end += 1 }
+            let next = end + 1
+            var stop = end
+            if stop > start, bytes[stop - 1] == 0x0D { stop -= 1 }
+            if stop - start > maxLineBytes {
+                throw InputError(location: .line(lineNumber), message: "line is longer than 1 MiB (\(stop - start) bytes)")
+            }
+            var blank = true
+            for index in start..<stop where !isSpace(bytes[index]) {
+                blank = false
+                break
+            }
+            if !blank {
+                let parsed: Result<JSONValue, JSONValue.SyntaxError> = bytes.withUnsafeBytes { raw in
+                    let slice = UnsafeRawBufferPointer(rebasing: raw[start..<stop])
+                    return Result { () throws(JSONValue.SyntaxError) in try JSONValue.parse(slice) }
+                }
+                switch parsed {
+                case .success(let value):
+                    values.append((.line(lineNumber), value))
+                case .failure(let error):
+                    let truncated = next >= count && error.message.contains("end of file")
+                    let hint = truncated ? " (the last line looks truncated)" : ""
+                    throw InputError(location: .line(lineNumber),
+                                     message: "malformed JSON: \(error.message) (column \(error.column))\(hint)")
+                }
+            }
+            start = next
+        }
+        guard !values.isEmpty else { throw InputError(location: nil, message: "no events in input") }
+        return values
+    }
+
+    static func isSpace(_ byte: UInt8) -> Bool {
+        byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
+    }
+}

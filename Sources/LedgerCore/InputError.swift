@@ -1,0 +1,49 @@
+/// Where in the input an event came from: a line of NDJSON or an index of an array.
+public enum InputLocation: Sendable, Equatable, CustomStringConvertible {
+    case line(Int)
+    case index(Int)
+
+    public var description: String {
+        switch self {
+        case .line(let number): "line \(number)"
+        case .index(let number): "index \(number)"
+        }
+    }
+}
+
+/// A problem with one field of one event, before its position in the input is known.
+public struct FieldError: Error, Sendable, Equatable {
+    /// The field, dotted for nested ones (`source.name`); nil when the event as a whole is wrong.
+    public var field: String?
+    public var message: String
+
+    public init(_ field: String?, _ message: String) {
+        self.field = field
+        self.message = message
+    }
+}
+
+/// Invalid input: names the line (or array index) and the field. Exit code 65.
+///
+/// `description` is the one-line message the CLI prints after `Error: `, e.g.
+/// `line 17: 'end' precedes 'start'`.
+public struct InputError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var location: InputLocation?
+    public var field: String?
+    public var message: String
+
+    public init(location: InputLocation?, field: String? = nil, message: String) {
+        self.location = location
+        self.field = field
+        self.message = message
+    }
+
+    public init(_ error: FieldError, at location: InputLocation?) {
+        self.init(location: location, field: error.field, message: error.message)
+    }
+
+    public var description: String {
+        guard let location else { return message }
+        return "\(location): \(message)"
+    }
+}

@@ -1,0 +1,217 @@
+import CJansson
+
+/// A parsed JSON value.
+///
+/// Parsing goes through Jansson (Debian's `libjansson`), which rejects NaN, infinities,
+/// duplicate keys (with `JSON_REJECT_DUPLICATES`) and trailing garbage. Serialization is
+/// ours, because the log needs one *canonical* form: keys sorted by their UTF-8 bytes, no
+/// white space, integral numbers written without a fraction. Two inputs that mean the same
+/// thing serialize to the same bytes, which is what idempotency compares.
+public enum JSONValue: Sendable, Equatable {
+    case null
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    /// Why a JSON document could not be parsed, with Jansson's position.
+    public struct SyntaxError: Error, Sendable, Equatable {
+        /// One-line description, e.g. `end of file expected near '}'`.
+        public var message: String
+        /// 1-based line within the parsed text.
+        public var line: Int
+        /// 1-based column within that line.
+        public var column: Int
+    }
+
+    /// Parses one JSON document (any value at top level) with Jansson.
+    ///
+    /// Calls `json_loadb`.
+    public static func parse(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> JSONValue {
+        var error = json_error_t()
+        let flags = Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
+        guard let base = bytes.baseAddress?.assumingMemoryBound(to: CChar.self),
+              let root = json_loadb(base, bytes.count, flags, &error)
+        else {
+            if bytes.isEmpty {
+                throw SyntaxError(message: "empty input", line: 1, column: 1)
+            }
+            let text = withUnsafeBytes(of: &error.text) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            throw SyntaxError(message: text, line: Int(error.line), column: Int(error.column))
+        }
+        defer { json_decref(root) }
+        return convert(root)
+    }
+
+    /// Parses one JSON document held in `bytes`.
+    public static func parse(_ bytes: [UInt8]) throws(SyntaxError) -> JSONValue {
+        do {
+            return try bytes.withUnsafeBytes { raw in try parse(raw) }
+        } catch let error as SyntaxError {
+            throw error
+        } catch {
+            fatalError("unreachable: parse throws only SyntaxError")
+        }
+    }
+
+    private static func convert(_ node: UnsafeMutablePointer<json_t>) -> JSONValue {
+        switch ledger_json_type(node) {
+        case JSON_OBJECT:
+            var result: [String: JSONValue] = [:]
+            result.reserveCapacity(json_object_size(node))
+            var iter = json_object_iter(node)
+            while let it = iter {
+                let keyLength = json_object_iter_key_len(it)
+                let key = json_object_iter_key(it).withMemoryRebound(to: UInt8.self, capacity: keyLength) {
+                    String(decoding: UnsafeBufferPointer(start: $0, count: keyLength), as: UTF8.self)
+                }
+                result[key] = convert(json_object_iter_value(it))
+                iter = json_object_iter_next(node, it)
+            }
+            return .object(result)
+        case JSON_ARRAY:
+            let count = json_array_size(node)
+            var items: [JSONValue] = []
+            items.reserveCapacity(count)
+            for index in 0..<count {
+                items.append(convert(json_array_get(node, index)))
+            }
+            return .array(items)
+        case JSON_STRING:
+            let length = json_string_length(node)
+            guard let chars = json_string_value(node) else { return .string("") }
+            return chars.withMemoryRebound(to: UInt8.self, capacity: length) {
+                .string(String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self))
+            }
+        case JSON_INTEGER:
+            return .int(Int64(json_integer_value(node)))
+        case JSON_REAL:
+            return .double(json_real_value(node))
+        case JSON_TRUE:
+            return .bool(true)
+        case JSON_FALSE:
+            return .bool(false)
+        default:
+            return .null
+        }
+    }
+}
+
+// MARK: - Accessors
+
+extension JSONValue {
+    /// The name of this value's JSON type, for error messages ("expected a string, got a number").
+    public var typeName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .int, .double: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
+
+    public var objectValue: [String: JSONValue]? {
+        if case .object(let value) = self { return value }
+        return nil
+    }
+
+    public var stringValue: String? {
+        if case .string(let value) = self { return value }
+        return nil
+    }
+
+    /// The value as a Double, for either JSON number form.
+    public var numberValue: Double? {
+        switch self {
+        case .int(let value): Double(value)
+        case .double(let value): value
+        default: nil
+        }
+    }
+}
+
+// MARK: - Canonical serialization
+
+extension JSONValue {
+    /// The canonical bytes of this value: sorted keys, no white space, shortest numbers.
+    public var canonicalBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(to: &out)
+        return out
+    }
+
+    /// The canonical form as a String.
+    public var canonicalString: String {
+        String(decoding: canonicalBytes, as: UTF8.self)
+    }
+
+    public func write(to out: inout [UInt8]) {
+        switch self {
+        case .null:
+            out.append(contentsOf: "null".utf8)
+        case .bool(let value):
+            out.append(contentsOf: (value ? "true" : "false").utf8)
+        case .int(let value):
+            out.append(contentsOf: String(value).utf8)
+        case .double(let value):
+            JSONValue.writeNumber(value, to: &out)
+        case .string(let value):
+            JSONValue.writeString(value, to: &out)
+        case .array(let items):
+            out.append(UInt8(ascii: "["))
+            for (index, item) in items.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                item.write(to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            // Sorting by UTF-8 bytes gives the same order on every platform and locale.
+            let keys = members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+            for (index, key) in keys.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                JSONValue.writeString(key, to: &out)
+                out.append(UInt8(ascii: ":"))
+                members[key]!.write(to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// Writes a finite number; integral values below 2^53 are written without a fraction,
+    /// so `100` and `100.0` are the same content.
+    public static func writeNumber(_ value: Double, to out: inout [UInt8]) {
+        precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
+        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+            out.append(contentsOf: String(Int64(value)).utf8)
+        } else {
+            out.append(contentsOf: value.description.utf8)
+        }
+    }
+
+    public static func writeString(_ value: String, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
+            case 0x0A: out.append(contentsOf: [92, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [92, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [92, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex: [UInt8] = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+            default:
+                out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+/// A time zone as the ledger accepts it: an IANA name (`Europe/Paris`, `UTC`) or a fixed
+/// offset `±HH:MM`. Only the validated spelling is stored; the `TimeZone` is derived.
+public struct Zone: Sendable, Hashable, CustomStringConvertible {
+    public let name: String
+    public let timeZone: TimeZone
+
+    public static let utc = Zone(name: "UTC", timeZone: TimeZone(identifier: "UTC")!)
+
+    private init(name: String, timeZone: TimeZone) {
+        self.name = name
+        self.timeZone = timeZone
+    }
+
+    /// Validates `text`; nil when it is neither a known IANA name nor a `±HH:MM` offset.
+    public init?(_ text: String) {
+        guard !text.isEmpty, text.utf8.count <= 64 else { return nil }
+        if let offset = Zone.parseOffset(text) {
+            guard let zone = TimeZone(secondsFromGMT: offset) else { return nil }
+            self.init(name: text, timeZone: zone)
+            return
+        }
+        // Foundation also accepts abbreviations such as "EST" and forms such as "GMT+5";
+        // require the IANA shape (a known identifier) so that stored zones stay portable.
+        guard TimeZone.knownTimeZoneIdentifiers.contains(text) || text == "UTC" || text == "GMT",
+              let zone = TimeZone(identifier: text)
+        else { return nil }
+        self.init(name: text, timeZone: zone)
+    }
+
+    /// `+08:00` → 28800; nil when not of that shape.
+    public static func parseOffset(_ text: String) -> Int? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 6, bytes[0] == UInt8(ascii: "+") || bytes[0] == UInt8(ascii: "-"),
+              bytes[3] == UInt8(ascii: ":"),
+              let hours = Int(String(decoding: bytes[1...2], as: UTF8.self)),
+              let minutes = Int(String(decoding: bytes[4...5], as: UTF8.self)),
+              bytes[1...2].allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              bytes[4...5].allSatisfy({ $0 >= 48 && $0 <= 57 }),
+              hours <= 23, minutes <= 59
+        else { return nil }
+        let magnitude = hours * 3600 + minutes * 60
+        return bytes[0] == UInt8(ascii: "-") ? -magnitude : magnitude
+    }
+
+    /// Seconds east of UTC at `instant`.
+    public func offset(at instant: Timestamp) -> Int {
+        timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(instant.microseconds) / 1e6))
+    }
+
+    public var description: String { name }
+}

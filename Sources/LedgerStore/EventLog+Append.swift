@@ -1,0 +1,206 @@
+import Foundation
+import LedgerCore
+
+/// What the log knows about a sample, for checking corrections and sync versions against it.
+///
+/// Stored in `samples` as: status (1 byte: 0 active, 1 retracted, 2 superseded), type code
+/// (1 byte), start and end (8 bytes each, big-endian microseconds), then the unit in UTF-8.
+struct SampleState: Equatable {
+    enum Status: UInt8 { case active = 0, retracted = 1, superseded = 2 }
+
+    var status: Status
+    var type: QuantityType
+    var start: Timestamp
+    var end: Timestamp
+    var unit: String
+
+    var encoded: [UInt8] {
+        [status.rawValue, type.code]
+            + UInt64(bitPattern: start.microseconds).bigEndianBytes
+            + UInt64(bitPattern: end.microseconds).bigEndianBytes
+            + Array(unit.utf8)
+    }
+
+    init(status: Status, type: QuantityType, start: Timestamp, end: Timestamp, unit: String) {
+        self.status = status
+        self.type = type
+        self.start = start
+        self.end = end
+        self.unit = unit
+    }
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count >= 18, let status = Status(rawValue: bytes[0]), let type = QuantityType(code: bytes[1])
+        else { return nil }
+        self.status = status
+        self.type = type
+        self.start = Timestamp(microseconds: Int64(bitPattern: UInt64(bigEndianBytes: Array(bytes[2..<10]))))
+        self.end = Timestamp(microseconds: Int64(bitPattern: UInt64(bigEndianBytes: Array(bytes[10..<18]))))
+        self.unit = String(decoding: bytes[18...], as: UTF8.self)
+    }
+}
+
+extension EventLog {
+    /// The outcome of one batch.
+    public struct AppendResult: Sendable, Equatable {
+        public enum Outcome: Sendable, Equatable {
+            /// Committed at this `seq`.
+            case appended(UInt64)
+            /// Already in the log with the same content, at this `seq`.
+            case duplicate(UInt64)
+            /// A sample whose `syncVersion` is not above the one already in the log.
+            case superseded
+        }
+
+        public var appended = 0
+        public var duplicates = 0
+        public var superseded = 0
+        /// The log's last `seq` after the batch.
+        public var head: UInt64 = 0
+        /// One outcome per input event, in input order.
+        public var outcomes: [Outcome] = []
+        /// The records committed by this batch.
+        public var records: [EventRecord] = []
+    }
+
+    /// Appends `batch` in one transaction: every event or none (SPEC §3.2).
+    ///
+    /// - Duplicates (same id, same content) are no-ops; the same id with other content throws
+    ///   an `InputError` naming the event's location and `id`.
+    /// - A sample whose `syncId` is already in the log for its user and source with an equal or
+    ///   higher `syncVersion` is a no-op counted as superseded.
+    /// - Corrections must name a sample in the log (or earlier in the batch) that is neither
+    ///   retracted nor superseded.
+    /// - With `expectHead`, throws `LedgerError.headMismatch` unless the head is that `seq`.
+    ///
+    /// `recorded` is the clock's time, or the previous event's when the clock stepped back,
+    /// so it never decreases along the log.
+    public func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64? = nil) throws -> AppendResult {
+        do {
+            return try environment.write { txn in try append(batch, expectHead: expectHead, in: txn) }
+        } catch LMDBError.diskFull {
+            throw LedgerError.diskFull(path: path)
+        }
+    }
+
+    func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64?, in txn: Transaction) throws -> AppendResult {
+        let head = try head(in: txn)
+        if let expectHead, expectHead != head.seq {
+            throw LedgerError.headMismatch(expected: expectHead, actual: head.seq)
+        }
+        var result = AppendResult()
+        result.outcomes.reserveCapacity(batch.count)
+        var seq = head.seq
+        var previousHash = head.hash
+        var recorded = clock()
+        if let last = head.recorded, last > recorded { recorded = last }
+        var counts: [EventKind: Int] = [:]
+
+        for (location, event) in batch {
+            let body = event.document.canonicalBytes
+            let idKey = event.id.bytes
+            if let existing = try txn.get(ids, idKey) {
+                let existingSeq = UInt64(bigEndianBytes: existing)
+                let same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
+                    stored.count == EventRecord.headerSize + body.count
+                        && body.withUnsafeBytes { $0.elementsEqual(stored[EventRecord.headerSize...]) }
+                } ?? false
+                guard same else {
+                    throw InputError(location: location, field: "id",
+                                     message: "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")
+                }
+                result.duplicates += 1
+                result.outcomes.append(.duplicate(existingSeq))
+                continue
+            }
+
+            switch event.payload {
+            case .sample(let sample):
+                if let syncId = sample.syncId, let version = sample.syncVersion {
+                    let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
+                    if let stored = try txn.get(sync, key), stored.count == 24 {
+                        let storedVersion = Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8])))
+                        if version <= storedVersion {
+                            result.superseded += 1
+                            result.outcomes.append(.superseded)
+                            continue
+                        }
+                        let oldID = Array(stored[8..<24])
+                        if var old = try txn.get(samples, oldID).flatMap(SampleState.init) {
+                            old.status = .superseded
+                            try txn.put(samples, oldID, old.encoded)
+                        }
+                    }
+                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
+                }
+                let state = SampleState(status: .active, type: sample.type, start: sample.start,
+                                        end: sample.end, unit: sample.unit)
+                try txn.put(samples, idKey, state.encoded)
+            case .correction(let correction):
+                try apply(correction, at: location, in: txn)
+            case .grant, .revoke, .profile:
+                break
+            }
+
+            seq += 1
+            let record = EventRecord(seq: seq, recorded: recorded, body: body, previousHash: previousHash)
+            try txn.put(events, seq.bigEndianBytes, record.encoded, append: true)
+            try txn.put(ids, idKey, seq.bigEndianBytes)
+            previousHash = record.hash
+            counts[event.kind, default: 0] += 1
+            result.appended += 1
+            result.outcomes.append(.appended(seq))
+            result.records.append(record)
+        }
+        for (kind, added) in counts {
+            let key = Array("count.\(kind.rawValue)".utf8)
+            let current = try txn.get(meta, key).map { UInt64(bigEndianBytes: $0) } ?? 0
+            try txn.put(meta, key, (current + UInt64(added)).bigEndianBytes)
+        }
+        result.head = seq
+        return result
+    }
+
+    /// Checks a correction against its target and records its effect on the target's state.
+    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws {
+        let key = correction.target.bytes
+        guard var state = try txn.get(samples, key).flatMap(SampleState.init) else {
+            throw InputError(location: location, field: "target",
+                             message: "'target' \(correction.target.lowercased) names no sample in the log")
+        }
+        switch state.status {
+        case .retracted:
+            throw InputError(location: location, field: "target",
+                             message: "'target' \(correction.target.lowercased) is already retracted")
+        case .superseded:
+            throw InputError(location: location, field: "target",
+                             message: "'target' \(correction.target.lowercased) was superseded by a newer syncVersion; correct the current version")
+        case .active:
+            break
+        }
+        switch correction.action {
+        case .retract:
+            state.status = .retracted
+        case .amend:
+            if let unit = correction.unit {
+                guard state.type.factor(from: unit) != nil else {
+                    throw InputError(location: location, field: "unit",
+                                     message: "unit '\(unit)' does not fit the target's type '\(state.type.rawValue)' (expected \(state.type.acceptedUnits.joined(separator: ", ")))")
+                }
+                state.unit = unit
+            }
+            state.start = correction.start ?? state.start
+            state.end = correction.end ?? state.end
+            guard state.end >= state.start else {
+                throw InputError(location: location, field: correction.end != nil ? "end" : "start",
+                                 message: "after this amendment the target's 'end' would precede its 'start'")
+            }
+        }
+        try txn.put(samples, key, state.encoded)
+    }
+
+    /// SHA-256 of user ␀ source ␀ syncId: names may be 1 KiB each, LMDB keys at most 511 bytes.
+    func syncKey(user: String, source: String, syncId: String) -> [UInt8] {
+        Digest.sha256(Array(user.utf8) + [0] + Array(source.utf8) + [0] + Array(syncId.utf8))
+    }
+}

@@ -1,0 +1,199 @@
+import Foundation
+import LedgerCore
+
+/// The append-only event log of one ledger (SPEC §2, §3, §7).
+///
+/// Databases in the LMDB environment (docs/STORAGE.md has the byte layouts):
+/// - `events`: `seq` (8 bytes, big-endian) → `EventRecord`, the log itself. Never rewritten.
+/// - `ids`: event id (16 bytes) → `seq`, for idempotency.
+/// - `samples`: sample id → `SampleState`, so corrections can be checked against their target.
+/// - `sync`: user ␀ source ␀ syncId → sync version and sample id, for `syncVersion` supersede.
+/// - `meta`: settings (`format`, `zone`, `created`) and per-kind counters.
+///
+/// Everything but `events` is derived from it and is updated in the same write transaction.
+public final class EventLog: Sendable {
+    public let environment: Environment
+    public let path: String
+    let events: Database
+    let ids: Database
+    let samples: Database
+    let sync: Database
+    let meta: Database
+    /// The clock stamping `recorded`; injected so tests can step it backwards.
+    let clock: @Sendable () -> Timestamp
+
+    public static let databaseNames = ["events", "ids", "samples", "sync", "meta"]
+
+    /// The system clock, in microseconds.
+    public static let systemClock: @Sendable () -> Timestamp = {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Timestamp(microseconds: Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000)
+    }
+
+    /// Opens the ledger at `path`. With `create`, a missing ledger is created (with the default
+    /// zone UTC unless `initialize` sets another); without it, a missing ledger is an error.
+    public init(path: String, create: Bool, mapSize: Int? = nil,
+                clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) throws {
+        let manager = FileManager.default
+        let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+        if !manager.fileExists(atPath: dataFile) {
+            guard create else { throw LedgerError.noLedger(path: path) }
+            try manager.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
+        // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
+        let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
+        let environment = try Environment(path: path, mapSize: initialMap)
+        let handles = try environment.openDatabases(EventLog.databaseNames)
+        self.environment = environment
+        self.path = path
+        self.events = handles["events"]!
+        self.ids = handles["ids"]!
+        self.samples = handles["samples"]!
+        self.sync = handles["sync"]!
+        self.meta = handles["meta"]!
+        self.clock = clock
+        try checkFormat()
+    }
+
+    private func checkFormat() throws {
+        let format = try environment.read { txn in try txn.get(meta, Array("format".utf8)) }
+        if let format, format != Array("1".utf8) {
+            throw LedgerError.unsupportedFormat(found: String(decoding: format, as: UTF8.self))
+        }
+        if format == nil {
+            try environment.write { txn in
+                if try txn.get(meta, Array("format".utf8)) == nil {
+                    try txn.put(meta, Array("format".utf8), Array("1".utf8))
+                    try txn.put(meta, Array("zone".utf8), Array("UTC".utf8))
+                    try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
+                }
+            }
+        }
+    }
+
+    /// Sets the default zone of a new ledger (`ledger init`). Setting the zone it already has
+    /// is a no-op; changing it once events exist is refused, since every day would move.
+    public func initialize(zone: Zone) throws {
+        try environment.write { txn in
+            let current = try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
+            if current == zone.name { return }
+            if try txn.last(events) != nil {
+                throw LedgerError.alreadyInitialized(path: path, zone: current)
+            }
+            try txn.put(meta, Array("zone".utf8), Array(zone.name.utf8))
+        }
+    }
+
+    /// The ledger's default zone (SPEC §4.1).
+    public func defaultZone() throws -> Zone {
+        let name = try environment.read { txn in try txn.get(meta, Array("zone".utf8)) }
+            .map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
+        return Zone(name) ?? .utc
+    }
+
+    // MARK: - Reading
+
+    /// The last event's position, hash and time; `seq` 0 for an empty log.
+    public struct Head: Sendable, Equatable {
+        public var seq: UInt64
+        public var hash: [UInt8]
+        public var recorded: Timestamp?
+    }
+
+    public func head() throws -> Head {
+        try environment.read { txn in try head(in: txn) }
+    }
+
+    func head(in txn: Transaction) throws -> Head {
+        guard let (key, value) = try txn.last(events) else {
+            return Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil)
+        }
+        let seq = UInt64(bigEndianBytes: key)
+        let record = try value.withUnsafeBytes { try EventRecord(seq: seq, decoding: $0) }
+        return Head(seq: seq, hash: record.hash, recorded: record.recorded)
+    }
+
+    /// The record at `seq`, or nil.
+    public func record(at seq: UInt64) throws -> EventRecord? {
+        try environment.read { txn in
+            try txn.withValue(events, seq.bigEndianBytes) { try EventRecord(seq: seq, decoding: $0) }
+        }
+    }
+
+    /// The record of the event with `id`, or nil.
+    public func record(id: UUID) throws -> EventRecord? {
+        try environment.read { txn in
+            guard let seqBytes = try txn.get(ids, id.bytes) else { return nil }
+            let seq = UInt64(bigEndianBytes: seqBytes)
+            return try txn.withValue(events, seq.bigEndianBytes) { try EventRecord(seq: seq, decoding: $0) }
+        }
+    }
+
+    /// Visits records with `seq > after` in order until `body` returns false. Each read
+    /// transaction covers at most `chunk` records, so a slow consumer never pins old pages.
+    public func forEachRecord(after: UInt64 = 0, chunk: Int = 4096,
+                              _ body: (EventRecord) throws -> Bool) throws {
+        var position = after
+        while true {
+            var batch: [EventRecord] = []
+            try environment.read { txn in
+                try txn.scan(events, from: (position + 1).bigEndianBytes) { key, value in
+                    let seq = UInt64(bigEndianBytes: key)
+                    batch.append(try EventRecord(seq: seq, decoding: value))
+                    return batch.count < chunk
+                }
+            }
+            for record in batch {
+                guard try body(record) else { return }
+            }
+            guard let last = batch.last, batch.count == chunk else { return }
+            position = last.seq
+        }
+    }
+
+    /// Records with `seq > after`, at most `limit`.
+    public func records(after: UInt64 = 0, limit: Int? = nil) throws -> [EventRecord] {
+        var result: [EventRecord] = []
+        try forEachRecord(after: after) { record in
+            result.append(record)
+            return limit.map { result.count < $0 } ?? true
+        }
+        return result
+    }
+
+    /// Counters and sizes for `ledger stats`.
+    public struct Statistics: Sendable {
+        public var head: Head
+        public var countsByKind: [EventKind: Int]
+        public var zone: String
+        public var created: String?
+        public var mapSize: Int
+        public var usedBytes: Int
+        public var fileBytes: Int
+        public var databases: [String: (entries: Int, depth: Int, pages: Int)]
+    }
+
+    public func statistics() throws -> Statistics {
+        let pageSize = environment.pageSize
+        let info = environment.info
+        let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int) ?? 0
+        return try environment.read { txn in
+            var counts: [EventKind: Int] = [:]
+            for kind in EventKind.allCases {
+                counts[kind] = try txn.get(meta, Array("count.\(kind.rawValue)".utf8)).map { Int(UInt64(bigEndianBytes: $0)) } ?? 0
+            }
+            var databases: [String: (entries: Int, depth: Int, pages: Int)] = [:]
+            for (name, db) in [("events", events), ("ids", ids), ("samples", samples), ("sync", sync), ("meta", meta)] {
+                databases[name] = try txn.statistics(db)
+            }
+            return Statistics(
+                head: try head(in: txn), countsByKind: counts,
+                zone: try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC",
+                created: try txn.get(meta, Array("created".utf8)).map { String(decoding: $0, as: UTF8.self) },
+                mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
+                databases: databases)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import CLMDB
+import Foundation
+import Synchronization
+
+/// A named database inside the environment (an `MDB_dbi`). Valid for the environment's lifetime.
+public struct Database: Sendable, Hashable {
+    let dbi: MDB_dbi
+}
+
+/// One LMDB environment: a directory holding `data.mdb` and `lock.mdb`.
+///
+/// Open it once per process (LMDB forbids opening one environment twice in a process).
+/// Transactions exist only inside `read { }` and `write { }` closures; a `Transaction` and
+/// every buffer it hands out are valid only during the closure.
+///
+/// Writes are serialized by a lock in this process and by LMDB's own lock across processes.
+/// Read transactions are opened with `MDB_NOTLS`, are short, and never block the writer.
+/// When the map is full, the write is aborted, the map is doubled and the closure runs again
+/// from the start, so a batch is never half-written.
+public final class Environment: @unchecked Sendable {
+    // @unchecked: `handle` is an MDB_env*, which LMDB documents as safe to share between
+    // threads; the mutable state (the map size) is guarded by `resizeLock`/`writeLock`.
+    let handle: OpaquePointer
+    public let path: String
+    /// Serializes writers in this process. An `NSLock` rather than `Mutex`, because the
+    /// closure's result is generic and need not be `Sendable`.
+    private let writeLock = NSLock()
+    private let resizeLock = ReadWriteLock()
+    private let databases: Mutex<[String: Database]> = Mutex([:])
+
+    /// Opens (and with `create`, creates) the environment at `path`.
+    ///
+    /// Calls `mdb_env_create`, `mdb_env_set_maxdbs`, `mdb_env_set_mapsize`, `mdb_env_open` and
+    /// `mdb_reader_check` (to clear slots left by crashed readers).
+    public init(path: String, mapSize: Int? = nil, maxDatabases: Int = 32) throws {
+        var env: OpaquePointer?
+        try check(mdb_env_create(&env), "mdb_env_create")
+        guard let env else { throw LMDBError(code: ENOMEM, call: "mdb_env_create") }
+        do {
+            try check(mdb_env_set_maxdbs(env, MDB_dbi(maxDatabases)), "mdb_env_set_maxdbs")
+            try check(mdb_env_set_maxreaders(env, 1022), "mdb_env_set_maxreaders")
+            if let mapSize {
+                try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
+            }
+            let flags = UInt32(MDB_NOTLS | MDB_NORDAHEAD)
+            try check(mdb_env_open(env, path, flags, 0o664), "mdb_env_open(\(path))")
+            var dead: Int32 = 0
+            try check(mdb_reader_check(env, &dead), "mdb_reader_check")
+        } catch {
+            mdb_env_close(env)
+            throw error
+        }
+        self.handle = env
+        self.path = path
+    }
+
+    deinit {
+        mdb_env_close(handle)
+    }
+
+    /// Opens named databases, creating those that are missing. Only creation needs a write
+    /// transaction; an existing ledger is opened with a read transaction so that opening never
+    /// waits for another process's long write.
+    public func openDatabases(_ names: [String]) throws -> [String: Database] {
+        do {
+            return try openDatabases(names, create: false)
+        } catch LMDBError.notFound {
+            return try openDatabases(names, create: true)
+        }
+    }
+
+    private func openDatabases(_ names: [String], create: Bool) throws -> [String: Database] {
+        var opened: [String: Database] = [:]
+        let body = { (txn: Transaction) throws in
+            for name in names {
+                var dbi: MDB_dbi = 0
+                try check(mdb_dbi_open(txn.handle, name, create ? UInt32(MDB_CREATE) : 0, &dbi),
+                          "mdb_dbi_open(\(name))")
+                opened[name] = Database(dbi: dbi)
+            }
+        }
+        if create {
+            try write(body)
+        } else {
+            // The handles become usable by other transactions only once this one commits.
+            try transaction(readOnly: true, commit: true, body)
+        }
+        databases.withLock { $0.merge(opened) { $1 } }
+        return opened
+    }
+
+    /// Runs `body` in a read-only transaction. The transaction, and every pointer obtained
+    /// through it, is valid only during the closure.
+    public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
+        try transaction(readOnly: true, commit: false, body)
+    }
+
+    /// Runs `body` in the write transaction, committing when it returns and aborting when it
+    /// throws. `body` may run more than once (after the map grows), so it must not have side
+    /// effects outside the transaction. The transaction is valid only during the closure.
+    public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
+        try writeLock.withLock {
+            while true {
+                do {
+                    return try transaction(readOnly: false, commit: true, body)
+                } catch LMDBError.mapFull {
+                    try growMap()
+                }
+            }
+        }
+    }
+
+    private func transaction<R>(readOnly: Bool, commit: Bool, _ body: (Transaction) throws -> R) throws -> R {
+        var attempts = 0
+        while true {
+            resizeLock.lockShared()
+            var txn: OpaquePointer?
+            let code = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
+            if code == MDB_MAP_RESIZED, attempts < 3 {
+                // Another process grew the map: adopt its size, with no transaction open here.
+                resizeLock.unlockShared()
+                attempts += 1
+                try resizeLock.withExclusive { try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize") }
+                continue
+            }
+            defer { resizeLock.unlockShared() }
+            try check(code, readOnly ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)")
+            guard let txn else { throw LMDBError(code: EINVAL, call: "mdb_txn_begin") }
+            let transaction = Transaction(handle: txn)
+            do {
+                let result = try body(transaction)
+                if commit {
+                    try check(mdb_txn_commit(txn), "mdb_txn_commit")
+                } else {
+                    mdb_txn_abort(txn)
+                }
+                return result
+            } catch {
+                // mdb_txn_commit frees the transaction even when it fails; abort only otherwise.
+                if let lmdb = error as? LMDBError, lmdb.call == "mdb_txn_commit" { throw error }
+                mdb_txn_abort(txn)
+                throw error
+            }
+        }
+    }
+
+    /// Doubles the map. Called with the write lock held and no write transaction open; waits
+    /// for this process's readers to finish (`mdb_env_set_mapsize` requires none active).
+    private func growMap() throws {
+        try resizeLock.withExclusive {
+            let current = info.mapSize
+            let next = current * 2
+            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
+        }
+    }
+
+    /// Sizes and positions from `mdb_env_info`.
+    public var info: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
+        var info = MDB_envinfo()
+        mdb_env_info(handle, &info)
+        return (info.me_mapsize, info.me_last_pgno, info.me_last_txnid, Int(info.me_numreaders))
+    }
+
+    /// The page size (`mdb_env_stat`).
+    public var pageSize: Int {
+        var stat = MDB_stat()
+        mdb_env_stat(handle, &stat)
+        return Int(stat.ms_psize)
+    }
+}
+
+/// A `pthread_rwlock_t`, for letting many readers run while one thread resizes the map.
+final class ReadWriteLock: @unchecked Sendable {
+    // @unchecked: the lock lives at a stable heap address and pthread_rwlock is thread-safe.
+    private let lock: UnsafeMutablePointer<pthread_rwlock_t>
+
+    init() {
+        lock = .allocate(capacity: 1)
+        lock.initialize(to: pthread_rwlock_t())
+        pthread_rwlock_init(lock, nil)
+    }
+
+    deinit {
+        pthread_rwlock_destroy(lock)
+        lock.deallocate()
+    }
+
+    func lockShared() { pthread_rwlock_rdlock(lock) }
+    func unlockShared() { pthread_rwlock_unlock(lock) }
+
+    func withExclusive<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_rwlock_wrlock(lock)
+        defer { pthread_rwlock_unlock(lock) }
+        return try body()
+    }
+}

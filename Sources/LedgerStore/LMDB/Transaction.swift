@@ -1,0 +1,135 @@
+import CLMDB
+
+/// An open LMDB transaction, valid only inside the `read { }` or `write { }` closure that
+/// received it. Byte buffers passed to callbacks point into the map and are valid only
+/// during the callback; everything returned as `[UInt8]` is a copy.
+public struct Transaction {
+    let handle: OpaquePointer
+
+    /// The value stored under `key`, copied out, or nil. Calls `mdb_get`.
+    public func get(_ db: Database, _ key: [UInt8]) throws -> [UInt8]? {
+        try withValue(db, key) { Array($0) }
+    }
+
+    /// Calls `body` with the value stored under `key` while it is still in the map, or returns
+    /// nil when there is none. Calls `mdb_get`.
+    public func withValue<R>(_ db: Database, _ key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+        var keyCopy = key
+        return try keyCopy.withUnsafeMutableBytes { keyBytes in
+            var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+            var v = MDB_val()
+            let code = mdb_get(handle, db.dbi, &k, &v)
+            if code == MDB_NOTFOUND { return nil }
+            try check(code, "mdb_get")
+            return try body(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+        }
+    }
+
+    /// Stores `value` under `key`. With `append`, the key must sort after every existing key
+    /// (`MDB_APPEND`, which is faster for the log's increasing `seq`). Calls `mdb_put`.
+    public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
+        var keyCopy = key
+        var valueCopy = value
+        try keyCopy.withUnsafeMutableBytes { keyBytes in
+            try valueCopy.withUnsafeMutableBytes { valueBytes in
+                var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+                try check(mdb_put(handle, db.dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put")
+            }
+        }
+    }
+
+    /// Removes `key`; returns false when it was absent. Calls `mdb_del`.
+    @discardableResult
+    public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
+        var keyCopy = key
+        return try keyCopy.withUnsafeMutableBytes { keyBytes in
+            var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+            let code = mdb_del(handle, db.dbi, &k, nil)
+            if code == MDB_NOTFOUND { return false }
+            try check(code, "mdb_del")
+            return true
+        }
+    }
+
+    /// The last key and value of `db` (copied), or nil when it is empty. Calls `mdb_cursor_get(MDB_LAST)`.
+    public func last(_ db: Database) throws -> (key: [UInt8], value: [UInt8])? {
+        try withCursor(db) { cursor in
+            var k = MDB_val(), v = MDB_val()
+            let code = mdb_cursor_get(cursor, &k, &v, MDB_LAST)
+            if code == MDB_NOTFOUND { return nil }
+            try check(code, "mdb_cursor_get(MDB_LAST)")
+            return (Array(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)),
+                    Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)))
+        }
+    }
+
+    /// Visits entries in key order from the first key ≥ `start` (or the beginning) until
+    /// `body` returns false. The buffers are valid only during each call.
+    /// Calls `mdb_cursor_get(MDB_SET_RANGE / MDB_FIRST, MDB_NEXT)`.
+    public func scan(_ db: Database, from start: [UInt8]? = nil,
+                     _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        try withCursor(db) { cursor in
+            var k = MDB_val(), v = MDB_val()
+            var startCopy = start ?? []
+            var code: Int32 = try startCopy.withUnsafeMutableBytes { startBytes in
+                if start == nil { return mdb_cursor_get(cursor, &k, &v, MDB_FIRST) }
+                k = MDB_val(mv_size: startBytes.count, mv_data: startBytes.baseAddress)
+                return mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+            }
+            while code == 0 {
+                let keep = try body(UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size),
+                                    UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size))
+                if !keep { return }
+                code = mdb_cursor_get(cursor, &k, &v, MDB_NEXT)
+            }
+            if code != MDB_NOTFOUND { try check(code, "mdb_cursor_get(MDB_NEXT)") }
+        }
+    }
+
+    /// The number of entries in `db` (`mdb_stat`).
+    public func count(_ db: Database) throws -> Int {
+        var stat = MDB_stat()
+        try check(mdb_stat(handle, db.dbi, &stat), "mdb_stat")
+        return stat.ms_entries
+    }
+
+    /// Statistics of `db` (`mdb_stat`): entries, depth, and page counts.
+    public func statistics(_ db: Database) throws -> (entries: Int, depth: Int, pages: Int) {
+        var stat = MDB_stat()
+        try check(mdb_stat(handle, db.dbi, &stat), "mdb_stat")
+        return (stat.ms_entries, Int(stat.ms_depth), stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages)
+    }
+
+    /// Removes every entry of `db`, keeping the database (`mdb_drop(…, 0)`).
+    public func clear(_ db: Database) throws {
+        try check(mdb_drop(handle, db.dbi, 0), "mdb_drop")
+    }
+
+    private func withCursor<R>(_ db: Database, _ body: (OpaquePointer) throws -> R) throws -> R {
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open")
+        defer { mdb_cursor_close(cursor) }
+        return try body(cursor!)
+    }
+}
+
+// MARK: - Key encoding
+
+extension UInt64 {
+    /// Big-endian bytes, so LMDB's byte order is numeric order.
+    public var bigEndianBytes: [UInt8] {
+        withUnsafeBytes(of: self.bigEndian) { Array($0) }
+    }
+
+    public init(bigEndianBytes bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count >= 8)
+        var value: UInt64 = 0
+        for index in 0..<8 { value = value << 8 | UInt64(bytes[index]) }
+        self = value
+    }
+
+    public init(bigEndianBytes bytes: [UInt8]) {
+        self = bytes.withUnsafeBytes { UInt64(bigEndianBytes: $0) }
+    }
+}

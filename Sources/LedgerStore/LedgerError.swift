@@ -1,0 +1,38 @@
+import LedgerCore
+
+/// Failures of the ledger as a whole (as opposed to one bad input field, `InputError`).
+public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No ledger at the path and the command does not create one.
+    case noLedger(path: String)
+    /// `init` on a ledger that exists with another default zone.
+    case alreadyInitialized(path: String, zone: String)
+    /// The ledger was written by a newer release.
+    case unsupportedFormat(found: String)
+    /// `--expect-head` / `If-Match` did not match the log's head.
+    case headMismatch(expected: UInt64, actual: UInt64)
+    /// A stored record is damaged or the hash chain is broken at `seq`.
+    case corrupt(seq: UInt64, reason: String)
+    /// The disk (or the file system's quota) is full; nothing of the batch was written.
+    case diskFull(path: String)
+    /// A feature the contract names that this build does not have yet.
+    case notImplemented(String)
+
+    public var description: String {
+        switch self {
+        case .noLedger(let path):
+            "no ledger at '\(path)'; create one with 'ledger init --db \(path)' or by appending to it"
+        case .alreadyInitialized(let path, let zone):
+            "a ledger already exists at '\(path)' with default zone \(zone); its zone cannot be changed"
+        case .unsupportedFormat(let found):
+            "the ledger's format is \(found), newer than this release reads (1); upgrade ledger"
+        case .headMismatch(let expected, let actual):
+            "the log's head is \(actual), not the expected \(expected); nothing was written"
+        case .corrupt(let seq, let reason):
+            "seq \(seq) is corrupt: \(reason)"
+        case .diskFull(let path):
+            "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
+        case .notImplemented(let what):
+            "\(what) is not implemented yet"
+        }
+    }
+}

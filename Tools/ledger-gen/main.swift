@@ -1,0 +1,4 @@
+import Foundation
+import LedgerCore
+
+// Placeholder so the target builds; the generator is written below in GeneratorMain.
