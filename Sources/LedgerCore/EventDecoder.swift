@@ -283,7 +283,7 @@ public enum EventDecoder {
             throw FieldError(field, "'\(field)' must be a number, got \(value.typeName)")
         }
         guard number.isFinite else { throw FieldError(field, "'\(field)' must be finite") }
-        guard number >= 0 else { throw FieldError(field, "'\(field)' must not be negative, got \(number)") }
+        guard number >= 0 else { throw FieldError(field, "'\(field)' must not be negative, got \(describe(value))") }
         return number
     }
 
@@ -346,7 +346,12 @@ public enum EventDecoder {
         switch value {
         case .string(let text): "'\(clip(text))'"
         case .int(let number): String(number)
-        case .double(let number): String(number)
+        case .double(let number):
+            {
+                var bytes: [UInt8] = []
+                JSONValue.writeNumber(number, to: &bytes)
+                return String(decoding: bytes, as: UTF8.self)
+            }()
         default: value.typeName
         }
     }

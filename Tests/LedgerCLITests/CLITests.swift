@@ -1,0 +1,275 @@
+import Foundation
+import LedgerCLI
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// One in-process `ledger` run.
+struct Run {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+func ledger(_ arguments: [String], stdin: String = "", db: String? = nil, terminal: Bool = false) -> Run {
+    let out = OutputSink(isTerminal: terminal), err = OutputSink()
+    var environment: [String: String] = [:]
+    if let db { environment["LEDGER_DB"] = db }
+    let status = LedgerCommandLine.run(arguments: arguments, environment: environment,
+                                       stdin: .bytes(Array(stdin.utf8)), stdout: out, stderr: err)
+    return Run(status: status, stdout: out.text, stderr: err.text)
+}
+
+/// The bytes of every file in the ledger directory, to prove a failed command wrote nothing.
+func snapshot(_ path: String) throws -> [String: Data] {
+    var files: [String: Data] = [:]
+    for name in try FileManager.default.contentsOfDirectory(atPath: path) where name == "data.mdb" {
+        files[name] = try Data(contentsOf: URL(fileURLWithPath: path).appendingPathComponent(name))
+    }
+    return files
+}
+
+let goodSample = #"{"kind":"sample","type":"steps","value":100,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#
+
+@Suite("Bad input is refused with exit 65, a message naming line and field, and nothing written")
+struct BadInputTests {
+    /// (name, input, expected text in the message).
+    static let corpus: [(String, String, String)] = [
+        ("malformed JSON", goodSample + "\n{\"kind\":\"sample\",", "line 2: malformed JSON"),
+        ("wrong type for value", #"{"kind":"sample","type":"steps","value":"100","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: 'value' must be a number"),
+        ("NaN", #"{"kind":"sample","type":"steps","value":NaN,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON"),
+        ("huge number overflows to infinity", #"{"kind":"sample","type":"steps","value":1e999,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON"),
+        ("negative value", #"{"kind":"sample","type":"steps","value":-5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: 'value' must not be negative"),
+        ("unknown kind", goodSample + "\n" + #"{"kind":"sneeze"}"#, "line 2: unknown kind 'sneeze'"),
+        ("unknown type", #"{"kind":"sample","type":"heartbeats","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: unknown type 'heartbeats'"),
+        ("unknown unit", #"{"kind":"sample","type":"distance","value":1,"unit":"furlong","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: unit 'furlong' does not fit"),
+        ("end before start", goodSample + "\n" + #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T07:10:00Z","source":"iPhone"}"#, "line 2: 'end' precedes 'start'"),
+        ("impossible date", #"{"kind":"sample","type":"steps","value":1,"start":"2026-02-30T08:00:00Z","end":"2026-03-01T07:10:00Z","source":"iPhone"}"#, "line 1: 'start' is a date or time that does not exist"),
+        ("no offset", #"{"kind":"sample","type":"steps","value":1,"start":"2026-02-03T08:00:00","end":"2026-03-01T07:10:00Z","source":"iPhone"}"#, "line 1: 'start' is not an RFC 3339 timestamp"),
+        ("5 KiB source name", #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":""# + String(repeating: "x", count: 5 * 1024) + "\"}", "line 1: 'source' is longer than 1 KiB"),
+        ("2 MiB line", goodSample + "\n{\"kind\":\"sample\",\"pad\":\"" + String(repeating: "y", count: 2 << 20) + "\"}", "line 2: line is longer than 1 MiB"),
+        ("empty input", "", "no events in input"),
+        ("blank lines only", "\n  \n\n", "no events in input"),
+        ("truncated last line", goodSample + "\n" + String(goodSample.dropLast(30)), "line 2: malformed JSON"),
+        ("array element", "[" + goodSample + ",{\"kind\":\"grant\",\"client\":\"c\"}]", "index 1: a grant must name at least one type"),
+        ("not an object", "[1]", "index 0: expected a JSON object, got a number"),
+        ("duplicate key", #"{"kind":"sample","kind":"grant"}"#, "line 1: malformed JSON"),
+        ("correction of unknown sample", #"{"kind":"correction","target":"11111111-2222-4333-8444-555555555555","action":"retract","reason":"typo"}"#, "line 1: 'target' 11111111-2222-4333-8444-555555555555 names no sample"),
+    ]
+
+    @Test("each case of SPEC §3.2", arguments: 0..<BadInputTests.corpus.count)
+    func refused(_ index: Int) throws {
+        let (name, input, expected) = BadInputTests.corpus[index]
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: goodSample.replacingOccurrences(of: "100", with: "7"), db: db).status == 0)
+            let before = try snapshot(db)
+            let headBefore = try EventLog(path: db, create: false).head()
+            let run = ledger(["append"], stdin: input, db: db)
+            #expect(run.status == 65, "\(name): status \(run.status), stderr \(run.stderr)")
+            #expect(run.stderr.hasPrefix("Error: \(expected)"), "\(name): \(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1, "\(name): the error is one line")
+            #expect(run.stdout.isEmpty)
+            #expect(try snapshot(db) == before, "\(name): the ledger's bytes changed")
+            #expect(try EventLog(path: db, create: false).head() == headBefore)
+        }
+    }
+
+    @Test("bad input never creates a ledger")
+    func noLedgerCreated() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
+    @Test("a conflicting id writes nothing and exits 65")
+    func conflict() throws {
+        try withTemporaryLedger { db in
+            let id = "9d7c0b1a-2e3f-4a5b-8c6d-7e8f9a0b1c2d"
+            let first = goodSample.replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(id)\",\"kind\"")
+            #expect(ledger(["append"], stdin: first, db: db).status == 0)
+            let before = try snapshot(db)
+            let run = ledger(["append"], stdin: first.replacingOccurrences(of: "100", with: "101"), db: db)
+            #expect(run.status == 65)
+            #expect(run.stderr.contains("line 1: id \(id) is already in the log at seq 1 with different content"))
+            #expect(try snapshot(db) == before)
+        }
+    }
+}
+
+@Suite("Commands")
+struct CommandTests {
+    @Test("append reports counts and head; a re-run is all duplicates")
+    func appendReport() throws {
+        try withTemporaryLedger { db in
+            let input = Fixtures.stepsFile(count: 3)
+            #expect(ledger(["append"], stdin: input, db: db).stdout == "appended 3, duplicates 0, superseded 0, head 3\n")
+            #expect(ledger(["append", "-"], stdin: input, db: db).stdout == "appended 0, duplicates 3, superseded 0, head 3\n")
+        }
+    }
+
+    @Test("append reads a file, and --expect-head guards it")
+    func appendFileExpectHead() throws {
+        try withTemporaryLedger { db in
+            let file = db + ".ndjson"
+            try Fixtures.stepsFile(count: 2).write(toFile: file, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            #expect(ledger(["append", file, "--expect-head", "0"], db: db).status == 0)
+            let stale = ledger(["append", file, "--expect-head", "0"], db: db)
+            #expect(stale.status == 1)
+            #expect(stale.stderr == "Error: the log's head is 2, not the expected 0; nothing was written\n")
+            let missing = ledger(["append", "/nonexistent/events.ndjson"], db: db)
+            #expect(missing.status == 1)
+            #expect(missing.stderr.hasPrefix("Error: cannot open '/nonexistent/events.ndjson'"))
+        }
+    }
+
+    @Test("log prints events as stored in every format")
+    func logFormats() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
+            let ndjson = ledger(["log"], db: db)
+            let lines = ndjson.stdout.split(separator: "\n")
+            #expect(lines.count == 2)
+            let first = try #require(try JSONValue.parse(Array(lines[0].utf8)).objectValue)
+            #expect(first["seq"] == .int(1))
+            #expect(first["kind"] == .string("sample"))
+            #expect(first["hash"]?.stringValue?.count == 64)
+            #expect(first["start"] == .string("2026-01-01T00:00:00Z"))
+
+            let json = ledger(["log", "--format", "json", "--from", "2"], db: db)
+            guard case .array(let items) = try JSONValue.parse(Array(json.stdout.utf8)) else {
+                Issue.record("json is not an array: \(json.stdout)")
+                return
+            }
+            #expect(items.count == 1)
+            #expect(items[0].objectValue?["seq"] == .int(2))
+
+            let table = ledger(["log", "--format", "table", "--limit", "1"], db: db)
+            let tableLines = table.stdout.split(separator: "\n")
+            #expect(tableLines.count == 2)
+            #expect(tableLines[0].hasPrefix("SEQ  RECORDED"))
+            #expect(tableLines[1].contains("steps 10 count 2026-01-01T00:00:00.000000Z..2026-01-01T00:01:00.000000Z from iPhone"))
+
+            let csv = ledger(["log", "--format", "csv"], db: db)
+            #expect(csv.stdout.hasPrefix("seq,recorded,kind,user,id,event\n1,"))
+            #expect(csv.stdout.split(separator: "\n").count == 3)
+
+            #expect(ledger(["log", "--kind", "grant"], db: db).stdout.isEmpty)
+            #expect(ledger(["log", "--user", "nobody"], db: db).stdout.isEmpty)
+            #expect(ledger(["log", "--user", "default"], db: db).stdout.split(separator: "\n").count == 2)
+            #expect(ledger(["log", "--format", "json", "--kind", "grant"], db: db).stdout == "[]\n")
+        }
+    }
+
+    @Test("verify reports the head; stats counts kinds")
+    func verifyAndStats() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["init", "--timezone", "America/New_York"], db: db).status == 0)
+            let grant = #"{"kind":"grant","client":"coach","read":["steps"]}"#
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 4) + grant, db: db).status == 0)
+            let verify = ledger(["verify"], db: db)
+            #expect(verify.status == 0)
+            #expect(verify.stdout.hasPrefix("ok: 5 events, hash chain intact, head seq 5, hash "))
+            let stats = ledger(["stats", "--format", "json"], db: db)
+            guard case .array(let rows) = try JSONValue.parse(Array(stats.stdout.utf8)), let row = rows.first?.objectValue else {
+                Issue.record("stats json: \(stats.stdout)")
+                return
+            }
+            #expect(row["head"] == .int(5))
+            #expect(row["events_sample"] == .int(4))
+            #expect(row["events_grant"] == .int(1))
+            #expect(row["zone"] == .string("America/New_York"))
+        }
+    }
+
+    @Test("commands that read need an existing ledger")
+    func readersNeedLedger() throws {
+        try withTemporaryLedger { db in
+            for command in ["log", "verify", "stats"] {
+                let run = ledger([command], db: db)
+                #expect(run.status == 1)
+                #expect(run.stderr.hasPrefix("Error: no ledger at '\(db)'"))
+            }
+        }
+    }
+
+    @Test("init refuses a bad zone or size with a usage error")
+    func initUsage() throws {
+        try withTemporaryLedger { db in
+            let zone = ledger(["init", "--timezone", "Mars/Olympus"], db: db)
+            #expect(zone.status == 64)
+            #expect(zone.stderr.contains("unknown time zone 'Mars/Olympus'"))
+            #expect(zone.stderr.contains("\nUsage: ledger init"))
+            #expect(ledger(["init", "--map-size", "lots"], db: db).status == 64)
+            #expect(ledger(["init", "--map-size", "1MiB"], db: db).status == 0)
+        }
+    }
+
+    @Test("a command not built yet says so and exits 1")
+    func notImplemented() {
+        let run = ledger(["serve", "--listen", "127.0.0.1:8080"])
+        #expect(run.status == 1)
+        #expect(run.stderr == "Error: 'ledger serve' is not implemented yet\n")
+    }
+}
+
+@Suite("Help and usage errors")
+struct HelpTests {
+    @Test("help, --help and --version print to stdout and exit 0")
+    func help() {
+        for arguments in [["help"], ["--help"], ["-h"], []] {
+            let run = ledger(arguments)
+            #expect(run.status == 0)
+            #expect(run.stdout.hasPrefix("OVERVIEW: An event-sourced activity ledger"))
+            #expect(run.stdout.contains("\nSUBCOMMANDS:\n"))
+            #expect(run.stderr.isEmpty)
+        }
+        #expect(ledger(["--version"]).stdout == "ledger \(LedgerCommandLine.version)\n")
+    }
+
+    @Test("append --help (golden)")
+    func appendHelpGolden() {
+        let run = ledger(["append", "--help"])
+        #expect(run.status == 0)
+        #expect(run.stdout == """
+        OVERVIEW: Append events to the log.
+
+        Reads NDJSON (one event per line), one JSON object, or an array of objects, from FILE or \
+        standard input. The whole input is one batch: if any event is invalid nothing is written, \
+        and the error names the line (or array index) and the field. Re-sending an event already \
+        in the log is a duplicate, not a second event.
+
+        USAGE: ledger append [FILE|-] [--db PATH] [--expect-head N]
+
+        ARGUMENTS:
+          FILE                  A file of events, or - for standard input (the default).
+
+        OPTIONS:
+          -h, --help            Show help for this command.
+          --db PATH             The ledger directory (default: $LEDGER_DB, else ./ledger.db).
+          --expect-head N       Fail unless the log's last seq is N (optimistic concurrency).
+
+        """)
+        #expect(ledger(["help", "append"]).stdout == run.stdout)
+    }
+
+    @Test("typos get a suggestion and exit 64")
+    func typos() {
+        let command = ledger(["apend"])
+        #expect(command.status == 64)
+        #expect(command.stderr == "Error: unknown command 'apend'. Did you mean 'append'?\nUsage: ledger <command> [options]\n")
+        let option = ledger(["log", "--frm", "3"])
+        #expect(option.status == 64)
+        #expect(option.stderr.hasPrefix("Error: unknown option '--frm'. Did you mean '--from'?\nUsage: ledger log"))
+        let missing = ledger(["log", "--limit"])
+        #expect(missing.status == 64)
+        #expect(missing.stderr.hasPrefix("Error: option '--limit' needs a value (N)"))
+        let format = ledger(["log", "--format", "xml"])
+        #expect(format.status == 64)
+        let extra = ledger(["verify", "extra"])
+        #expect(extra.status == 64)
+        #expect(extra.stderr.hasPrefix("Error: unexpected argument 'extra'"))
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// Tests that run the built `ledger` executable as a separate process.
+@Suite("End to end (the real binary)", .serialized)
+struct EndToEndTests {
+    @Test("append, log and verify through the binary; stdout, stderr and exit codes separate")
+    func basics() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let append = try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 3).utf8))
+            #expect(append.status == 0)
+            #expect(append.stdout == "appended 3, duplicates 0, superseded 0, head 3\n")
+            #expect(append.stderr.isEmpty)
+            let bad = try runProcess(binary, ["append", "--db", db], stdin: Array("{\"kind\":1}\n".utf8))
+            #expect(bad.status == 65)
+            #expect(bad.stdout.isEmpty)
+            #expect(bad.stderr == "Error: line 1: 'kind' must be a string, got a number\n")
+            let log = try runProcess(binary, ["log", "--db", db, "--limit", "2"])
+            #expect(log.stdout.split(separator: "\n").count == 2)
+            let verify = try runProcess(binary, ["verify"], environment: ["LEDGER_DB": db])
+            #expect(verify.status == 0)
+            #expect(verify.stdout.hasPrefix("ok: 3 events"))
+        }
+    }
+
+    @Test("four appending processes at once lose nothing and the chain verifies")
+    func concurrentWriters() async throws {
+        let binary = try ledgerBinary()
+        try await withTemporaryLedger { db in
+            try await withThrowingTaskGroup(of: ProcessOutput.self) { group in
+                for writer in 0..<4 {
+                    group.addTask {
+                        try runProcess(binary, ["append", "--db", db],
+                                       stdin: Array(Fixtures.stepsFile(count: 500, user: "writer-\(writer)").utf8))
+                    }
+                }
+                for try await output in group {
+                    #expect(output.status == 0, "\(output.stderr)")
+                }
+            }
+            let log = try EventLog(path: db, create: false)
+            #expect(try log.head().seq == 2_000)
+            #expect(try log.verifyChain().verified == 2_000)
+        }
+    }
+
+    @Test("killed with SIGKILL mid-append 20 times: the ledger opens, verifies, and keeps every printed head")
+    func crashSafety() throws {
+        let binary = try ledgerBinary()
+        var generator = SeededGenerator.fromEnvironment()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["init", "--db", db]).status == 0)
+            var headsPrinted = 0
+            for round in 0..<20 {
+                // Each batch holds 50 new samples (distinct sources make distinct ids).
+                let script = """
+                i=0
+                while :; do
+                  i=$((i+1))
+                  j=0
+                  while [ $j -lt 50 ]; do
+                    j=$((j+1))
+                    printf '{"kind":"sample","type":"steps","value":%d,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"r\(round)-b%d"}\\n' $j $i
+                  done | "$LEDGER" append --db "$DB" || exit 1
+                done
+                """
+                let child = try SpawnedGroup(shell: script, environment: ["LEDGER": binary, "DB": db])
+                let delay = UInt32.random(in: 30_000...250_000, using: &generator)
+                usleep(delay)
+                child.killGroup()
+                let printed = child.readRemainingOutput()
+                let heads = printed.split(separator: "\n").compactMap { line -> UInt64? in
+                    guard let range = line.range(of: "head ") else { return nil }
+                    return UInt64(line[range.upperBound...])
+                }
+                headsPrinted += heads.count
+                let log = try EventLog(path: db, create: false)
+                let report = try log.verifyChain()
+                let head = report.head.seq
+                #expect(report.verified == head, "seed \(generator.seed), round \(round): gap in seq")
+                for printedHead in heads {
+                    #expect(printedHead <= head, "seed \(generator.seed), round \(round): head \(printedHead) was printed but the log ends at \(head)")
+                }
+                #expect(head % 50 == 0, "seed \(generator.seed), round \(round): a batch was half-written (head \(head))")
+            }
+            // The kills must have landed while batches were being committed, not before any.
+            #expect(headsPrinted > 0)
+            #expect(try EventLog(path: db, create: false).head().seq >= UInt64(headsPrinted) * 50)
+        }
+    }
+
+    @Test("Debian's mdb_stat reads the ledger directory")
+    func mdbStat() throws {
+        let binary = try ledgerBinary()
+        let mdbStat = "/usr/bin/mdb_stat"
+        try #require(FileManager.default.isExecutableFile(atPath: mdbStat), "install lmdb-utils (.ci/run does)")
+        try withTemporaryLedger { db in
+            _ = try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 7).utf8))
+            let stat = try runProcess(mdbStat, ["-a", db])
+            #expect(stat.status == 0, "\(stat.stderr)")
+            #expect(stat.stdout.contains("Status of events\n"))
+            let events = stat.stdout.components(separatedBy: "Status of events\n").last ?? ""
+            #expect(events.contains("Entries: 7"))
+        }
+    }
+}

@@ -1,0 +1,235 @@
+import Foundation
+import LedgerCore
+import LedgerTestSupport
+import Synchronization
+import Testing
+@testable import LedgerStore
+
+/// Decodes NDJSON into a located batch, failing the test on invalid input.
+func batch(_ text: String) throws -> [(InputLocation?, Event)] {
+    try EventInput.decode(Array(text.utf8)).map { (Optional($0.0), $0.1) }
+}
+
+func sampleLine(id: String? = nil, value: Double = 100, start: String = "2026-11-29T08:00:00Z",
+                end: String = "2026-11-29T08:10:00Z", source: String = "iPhone",
+                syncId: String? = nil, syncVersion: Int? = nil) -> String {
+    var line = Fixtures.stepLine(id: id, value: value, start: start, end: end, source: source)
+    if let syncId, let syncVersion {
+        line.removeLast()
+        line += ",\"syncId\":\"\(syncId)\",\"syncVersion\":\(syncVersion)}"
+    }
+    return line
+}
+
+@Suite("Event log")
+struct EventLogTests {
+    @Test("seq is gapless from 1 and the chain verifies")
+    func gaplessAndChained() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let first = try log.append(try batch(Fixtures.stepsFile(count: 3)))
+            #expect(first.appended == 3)
+            #expect(first.head == 3)
+            #expect(first.outcomes == [.appended(1), .appended(2), .appended(3)])
+            let second = try log.append(try batch(Fixtures.stepsFile(count: 5)))
+            #expect(second.appended == 2)
+            #expect(second.duplicates == 3)
+            #expect(second.head == 5)
+            let records = try log.records()
+            #expect(records.map(\.seq) == [1, 2, 3, 4, 5])
+            let report = try log.verifyChain()
+            #expect(report.verified == 5)
+            #expect(report.head.hash == records.last!.hash)
+        }
+    }
+
+    @Test("recorded never decreases, even when the clock steps back")
+    func recordedMonotonic() throws {
+        let clock = Mutex<Int64>(2_000_000_000_000_000)
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true, clock: {
+                clock.withLock { Timestamp(microseconds: $0) }
+            })
+            _ = try log.append(try batch(sampleLine(value: 1)))
+            clock.withLock { $0 -= 3_600_000_000 }  // the clock steps back an hour
+            _ = try log.append(try batch(sampleLine(value: 2)))
+            clock.withLock { $0 += 7_200_000_000 }
+            _ = try log.append(try batch(sampleLine(value: 3)))
+            let recorded = try log.records().map(\.recorded.microseconds)
+            #expect(recorded == [2_000_000_000_000_000, 2_000_000_000_000_000, 2_000_003_600_000_000])
+            _ = try log.verifyChain()
+        }
+    }
+
+    @Test("the same 10,000 events twice: head stays at 10,000 and all are duplicates")
+    func idempotentTenThousand() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let events = try batch(Fixtures.stepsFile(count: 10_000))
+            let first = try log.append(events)
+            #expect(first.appended == 10_000)
+            let again = try log.append(events)
+            #expect(again.appended == 0)
+            #expect(again.duplicates == 10_000)
+            #expect(again.head == 10_000)
+        }
+    }
+
+    @Test("a reused id with other content is a conflict and writes nothing")
+    func conflictWritesNothing() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let id = "6f1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            _ = try log.append(try batch(sampleLine(id: id, value: 100)))
+            let before = try log.head()
+            let changed = sampleLine(value: 7, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:01:00Z")
+                + "\n" + sampleLine(id: id, value: 101)
+            #expect {
+                try log.append(try batch(changed))
+            } throws: { error in
+                let input = error as? InputError
+                return input?.location == .line(2) && input?.field == "id"
+            }
+            #expect(try log.head() == before)
+            #expect(try log.records().count == 1)
+        }
+    }
+
+    @Test("a higher syncVersion replaces, an equal or lower one is superseded")
+    func syncVersions() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let v1 = sampleLine(value: 10, syncId: "walk-1", syncVersion: 1)
+            let v2 = sampleLine(value: 12, syncId: "walk-1", syncVersion: 2)
+            let v1b = sampleLine(value: 11, syncId: "walk-1", syncVersion: 1)
+            #expect(try log.append(try batch(v1)).appended == 1)
+            #expect(try log.append(try batch(v2)).appended == 1)
+            let stale = try log.append(try batch(v1b))
+            #expect(stale.superseded == 1)
+            #expect(stale.appended == 0)
+            #expect(stale.outcomes == [.superseded])
+            // Another source's syncId is independent.
+            let other = sampleLine(value: 11, source: "Watch", syncId: "walk-1", syncVersion: 1)
+            #expect(try log.append(try batch(other)).appended == 1)
+            // The replaced version can no longer be corrected.
+            let v1ID = try #require(try batch(v1).first?.1.id.lowercased)
+            let retract = "{\"kind\":\"correction\",\"target\":\"\(v1ID)\",\"action\":\"retract\",\"reason\":\"x\"}"
+            #expect(throws: InputError.self) { try log.append(try batch(retract)) }
+        }
+    }
+
+    @Test("corrections must name a live sample, and may follow it in the same batch")
+    func corrections() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let id = "0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c"
+            let unknown = "{\"kind\":\"correction\",\"target\":\"11111111-2222-4333-8444-555555555555\",\"action\":\"retract\",\"reason\":\"typo\"}"
+            #expect { try log.append(try batch(unknown)) } throws: { ($0 as? InputError)?.field == "target" }
+
+            let retract = "{\"kind\":\"correction\",\"target\":\"\(id)\",\"action\":\"retract\",\"reason\":\"double entry\"}"
+            let sameBatch = try log.append(try batch(sampleLine(id: id) + "\n" + retract))
+            #expect(sameBatch.appended == 2)
+            let again = retract.replacingOccurrences(of: "double entry", with: "again")
+            #expect { try log.append(try batch(again)) } throws: { error in
+                (error as? InputError)?.message.contains("already retracted") == true
+            }
+            let id2 = "0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2d"
+            _ = try log.append(try batch(sampleLine(id: id2)))
+            let badUnit = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"unit\":\"km\",\"reason\":\"r\"}"
+            #expect { try log.append(try batch(badUnit)) } throws: { ($0 as? InputError)?.field == "unit" }
+            let backwards = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"end\":\"2026-11-29T07:00:00Z\",\"reason\":\"r\"}"
+            #expect { try log.append(try batch(backwards)) } throws: { ($0 as? InputError)?.field == "end" }
+            let good = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"value\":90,\"reason\":\"recount\"}"
+            #expect(try log.append(try batch(good)).appended == 1)
+            #expect(try log.head().seq == 4)
+        }
+    }
+
+    @Test("expect-head: a stale head writes nothing")
+    func expectHead() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(sampleLine(value: 1)), expectHead: 0)
+            #expect(throws: LedgerError.headMismatch(expected: 0, actual: 1)) {
+                try log.append(try batch(sampleLine(value: 2)), expectHead: 0)
+            }
+            #expect(try log.append(try batch(sampleLine(value: 2)), expectHead: 1).head == 2)
+        }
+    }
+
+    @Test("a full map grows by itself and the batch is whole")
+    func mapGrows() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true, mapSize: 256 << 10)
+            let before = log.environment.info.mapSize
+            let result = try log.append(try batch(Fixtures.stepsFile(count: 5_000)))
+            #expect(result.appended == 5_000)
+            #expect(log.environment.info.mapSize > before)
+            #expect(try log.verifyChain().verified == 5_000)
+        }
+    }
+
+    @Test("flipping one stored byte makes verify name that seq")
+    func tamperDetected() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 20)))
+            let target: UInt64 = 13
+            try log.environment.write { txn in
+                var bytes = try #require(try txn.get(log.events, target.bigEndianBytes))
+                let index = bytes.count - 5  // inside the JSON body, e.g. a digit of a timestamp
+                bytes[index] ^= 0x01
+                try txn.put(log.events, target.bigEndianBytes, bytes)
+            }
+            #expect(throws: LedgerError.self) { try log.verifyChain() }
+            do {
+                _ = try log.verifyChain()
+            } catch LedgerError.corrupt(let seq, _) {
+                #expect(seq == target)
+            }
+        }
+    }
+
+    @Test("concurrent appends from many threads in one process lose nothing")
+    func concurrentInProcess() async throws {
+        try await withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        let text = Fixtures.stepsFile(count: 250, user: "user-\(worker)")
+                        let events = try EventInput.decode(Array(text.utf8)).map { (Optional($0.0), $0.1) }
+                        for chunk in stride(from: 0, to: events.count, by: 25) {
+                            _ = try log.append(Array(events[chunk..<min(chunk + 25, events.count)]))
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(try log.head().seq == 2_000)
+            #expect(try log.verifyChain().verified == 2_000)
+        }
+    }
+
+    @Test("a missing ledger is an error for readers and is created by writers")
+    func missingLedger() throws {
+        try withTemporaryLedger { path in
+            #expect(throws: LedgerError.noLedger(path: path)) { try EventLog(path: path, create: false) }
+            #expect(!FileManager.default.fileExists(atPath: path))
+            _ = try EventLog(path: path, create: true)
+            #expect(FileManager.default.fileExists(atPath: path + "/data.mdb"))
+        }
+    }
+
+    @Test("the default zone can be set before events exist, and not changed after")
+    func defaultZone() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            try log.initialize(zone: try #require(Zone("Europe/Paris")))
+            #expect(try log.defaultZone().name == "Europe/Paris")
+            try log.initialize(zone: try #require(Zone("Europe/Paris")))
+            _ = try log.append(try batch(sampleLine()))
+            #expect(throws: LedgerError.self) { try log.initialize(zone: try #require(Zone("UTC"))) }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import LedgerCore
+
+/// Runs `body` with the path of a fresh, not yet created ledger directory inside a new
+/// temporary folder, and removes the folder afterwards, whatever `body` does.
+public func withTemporaryLedger<R>(_ body: (String) throws -> R) rethrows -> R {
+    let folder = FileManager.default.temporaryDirectory
+        .appendingPathComponent("ledger-test-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    return try body(folder.appendingPathComponent("ledger.db").path)
+}
+
+/// The async form of `withTemporaryLedger`.
+public func withTemporaryLedger<R>(_ body: (String) async throws -> R) async rethrows -> R {
+    let folder = FileManager.default.temporaryDirectory
+        .appendingPathComponent("ledger-test-\(UUID().uuidString)")
+    try? FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    return try await body(folder.appendingPathComponent("ledger.db").path)
+}
+
+/// A small deterministic generator (SplitMix64) for property tests: print `seed` on failure
+/// and rerun with it to reproduce.
+public struct SeededGenerator: RandomNumberGenerator, Sendable {
+    public let seed: UInt64
+    private var state: UInt64
+
+    public init(seed: UInt64) {
+        self.seed = seed
+        self.state = seed
+    }
+
+    /// A seed from `LEDGER_TEST_SEED` when set (to reproduce a failure), else a random one.
+    public static func fromEnvironment() -> SeededGenerator {
+        if let text = ProcessInfo.processInfo.environment["LEDGER_TEST_SEED"], let seed = UInt64(text) {
+            return SeededGenerator(seed: seed)
+        }
+        return SeededGenerator(seed: UInt64.random(in: 1...UInt64.max))
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Builds NDJSON sample lines for tests.
+public enum Fixtures {
+    /// A step sample as one NDJSON line.
+    public static func stepLine(id: String? = nil, user: String = "default", value: Double, start: String,
+                                end: String, source: String = "iPhone", zone: String? = nil) -> String {
+        var fields = [
+            "\"kind\":\"sample\"", "\"type\":\"steps\"", "\"value\":\(value)", "\"unit\":\"count\"",
+            "\"start\":\"\(start)\"", "\"end\":\"\(end)\"", "\"source\":\"\(source)\"", "\"user\":\"\(user)\"",
+        ]
+        if let id { fields.append("\"id\":\"\(id)\"") }
+        if let zone { fields.append("\"zone\":\"\(zone)\"") }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    /// `count` distinct step samples, one per minute from 2026-01-01, as NDJSON.
+    public static func stepsFile(count: Int, user: String = "default", value: Double = 10) -> String {
+        var lines: [String] = []
+        lines.reserveCapacity(count)
+        let base = 1_767_225_600  // 2026-01-01T00:00:00Z
+        for index in 0..<count {
+            let start = base + index * 60
+            lines.append(stepLine(user: user, value: value, start: iso(start), end: iso(start + 60)))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// Seconds since 1970 as `YYYY-MM-DDTHH:MM:SSZ`.
+    public static func iso(_ seconds: Int) -> String {
+        Timestamp(seconds: Int64(seconds)).format(offsetSeconds: 0, alwaysFraction: false)
+    }
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job, end to end, on a local embedded ledger: install what is missing, build,
+# create a ledger, append a generated week of iPhone + Apple Watch activity, read it back,
+# append it again (all duplicates), and verify the hash chain.
+# The ledger is $LEDGER_DB, else ./demo.db (removed and recreated on each run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+Tools/deps.sh
+swift build -c release --product ledger >&2
+swift build -c release --product ledger-gen >&2
+bin="$(swift build -c release --show-bin-path)"
+export LEDGER_DB="${LEDGER_DB:-$PWD/demo.db}"
+rm -rf "$LEDGER_DB"
+events="$(mktemp)"
+trap 'rm -f "$events"' EXIT
+
+echo "\$ ledger init --timezone Europe/Paris"
+"$bin/ledger" init --timezone Europe/Paris
+"$bin/ledger-gen" --users 2 --days 7 --zone Europe/Paris --seed 42 > "$events"
+echo "\$ ledger append events.ndjson   # $(wc -l < "$events") generated events"
+"$bin/ledger" append "$events"
+echo "\$ ledger append events.ndjson   # again: nothing new"
+"$bin/ledger" append "$events"
+echo "\$ ledger log --kind correction --format table"
+"$bin/ledger" log --kind correction --format table
+echo "\$ ledger log --limit 1"
+"$bin/ledger" log --limit 1
+echo "\$ ledger verify"
+"$bin/ledger" verify
+echo "\$ ledger stats --format table"
+"$bin/ledger" stats --format table
