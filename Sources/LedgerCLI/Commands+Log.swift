@@ -168,9 +168,11 @@ extension Commands {
 
     static let verifyCommand = Command(
         name: "verify",
-        abstract: "Check the hash chain and that every stored event decodes.",
+        abstract: "Check the hash chain, and that every stored projection equals a fresh fold.",
         usage: "ledger verify [--db PATH]",
-        discussion: "Exits 1 and names the first bad seq when the log was damaged or altered.",
+        discussion: """
+        Exits 1 and names the first bad seq when the log was damaged or altered, or the first         projection row that differs from a fresh fold of the log.
+        """,
         options: [helpOption, dbOption]
     ) { arguments, context in
         let log = try context.openLog(arguments, create: false)
@@ -178,7 +180,8 @@ extension Commands {
             ? { context.stderr.write("\rverified \($0) events…") } : nil
         let report = try log.verifyChain(progress: progress)
         if context.stderr.isTerminal, report.verified >= 65_536 { context.stderr.write("\n") }
-        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex)\n")
+        let rows = try log.verifyProjections()
+        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); projections match a fresh fold (\(rows) rows)\n")
         return 0
     }
 

@@ -5,12 +5,8 @@ import LedgerStore
 /// The table of subcommands. Each command's `run` lives in `Commands+Name.swift`.
 enum Commands {
     static let all: [Command] = [
-        initCommand, appendCommand, logCommand, verifyCommand, statsCommand,
-        planned("project", "Print a projection's rows (daily, daily-steps, per-source, last-known, grants).",
-                "ledger project NAME [--user U] [--type T] [--from DATE] [--to DATE] [--date DATE|today] [--fallback] [--format FORMAT]"),
-        planned("replay", "Print a projection as it stood at a past moment.",
-                "ledger replay --to WHEN|--to-seq N [--projection NAME] [filters as for project]"),
-        planned("rebuild", "Rebuild projections from the log.", "ledger rebuild [NAME]"),
+        initCommand, appendCommand, logCommand, projectCommand, replayCommand, rebuildCommand,
+        verifyCommand, statsCommand,
         planned("subscribe", "Stream projection changes or events as NDJSON.",
                 "ledger subscribe NAME|events [--user U] [--type T] [--from SEQ|now]"),
         planned("import", "Import an Apple Health export.", "ledger import apple-health FILE [--user U]"),

@@ -12,8 +12,9 @@ public enum LedgerCommandLine {
                            environment: [String: String] = ProcessInfo.processInfo.environment,
                            stdin: InputSource = .standardInput,
                            stdout: OutputSink = .standardOutput,
-                           stderr: OutputSink = .standardError) -> Int32 {
-        let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr)
+                           stderr: OutputSink = .standardError,
+                           clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
+        let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
         guard let first = arguments.first else {
             stdout.write(Help.overview)
             return 0
@@ -54,6 +55,7 @@ public enum LedgerCommandLine {
         } catch let error as InputError {
             return fail(.data(error.description), context)
         } catch let error as LedgerError {
+            if case .projectionMismatch = error { return fail(.runtime(error.description), context) }
             return fail(.runtime(error.description), context)
         } catch let error as LMDBError {
             return fail(.runtime("storage failure: \(error.description)"), context)
@@ -83,6 +85,8 @@ struct CommandContext {
     var stdin: InputSource
     var stdout: OutputSink
     var stderr: OutputSink
+    /// The clock for "today"; injected so tests can fix it.
+    var now: @Sendable () -> Timestamp
 
     /// `--db`, else `$LEDGER_DB`, else `./ledger.db` (SPEC §2).
     func databasePath(_ arguments: ParsedArguments) -> String {

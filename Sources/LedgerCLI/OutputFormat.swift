@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// `--format` (SPEC §5): `table` on a terminal by default, `ndjson` otherwise.
@@ -18,7 +19,8 @@ enum OutputFormat: String, CaseIterable {
 struct RowSet {
     var columns: [String]
     var rows: [[JSONValue?]] = []
-    var roundedColumns: Set<String> = []
+    /// In `table`, round the `value` column: counts to whole numbers, other units to 2 places.
+    var roundedValues = false
 
     init(columns: [String]) { self.columns = columns }
 
@@ -71,9 +73,12 @@ struct RowSet {
             }
             sink.write(text)
         case .table:
+            let unitIndex = columns.firstIndex(of: "unit")
             let cells = rows.map { row in
                 zip(columns, row).map { column, value in
-                    roundedColumns.contains(column) ? rounded(value) : plain(value)
+                    guard roundedValues, column == "value", let number = value?.numberValue else { return plain(value) }
+                    let isCount = unitIndex.map { row[$0]?.stringValue == "count" } ?? false
+                    return isCount ? String(Int64(number.rounded())) : String(format: "%.2f", number)
                 }
             }
             let headers = columns.map { $0.uppercased() }
@@ -100,11 +105,6 @@ struct RowSet {
         case .bool(let flag)?: flag ? "true" : "false"
         case let other?: other.canonicalString
         }
-    }
-
-    func rounded(_ value: JSONValue?) -> String {
-        guard let number = value?.numberValue else { return plain(value) }
-        return String(Int64(number.rounded()))
     }
 
     func csvField(_ text: String) -> String {

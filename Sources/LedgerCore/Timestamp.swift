@@ -120,7 +120,7 @@ func pad(_ value: Int, _ width: Int) -> String {
 
 extension Int64 {
     /// Division rounding toward negative infinity, with a remainder in `0..<divisor`.
-    func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
+    public func floorDivided(by divisor: Int64) -> (quotient: Int64, remainder: Int64) {
         var quotient = self / divisor
         var remainder = self % divisor
         if remainder < 0 {

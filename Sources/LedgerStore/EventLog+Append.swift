@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Projections
 
 /// What the log knows about a sample, for checking corrections and sync versions against it.
 ///
@@ -61,6 +62,8 @@ extension EventLog {
         public var outcomes: [Outcome] = []
         /// The records committed by this batch.
         public var records: [EventRecord] = []
+        /// The projection rows the batch changed (SPEC §8), in `seq` order.
+        public var changes: [RowChange] = []
     }
 
     /// Appends `batch` in one transaction: every event or none (SPEC §3.2).
@@ -95,6 +98,7 @@ extension EventLog {
         var recorded = clock()
         if let last = head.recorded, last > recorded { recorded = last }
         var counts: [EventKind: Int] = [:]
+        var pending: [(seq: UInt64, body: [UInt8], event: Event)] = []
 
         for (location, event) in batch {
             let body = event.document.canonicalBytes
@@ -143,15 +147,24 @@ extension EventLog {
             }
 
             seq += 1
-            let record = EventRecord(seq: seq, recorded: recorded, body: body, previousHash: previousHash)
-            try txn.put(events, seq.bigEndianBytes, record.encoded, append: true)
             try txn.put(ids, idKey, seq.bigEndianBytes)
-            previousHash = record.hash
+            pending.append((seq, body, event))
             counts[event.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
-            result.records.append(record)
         }
+        // Records are written once the batch is known, so the last one can carry the batch end.
+        let fold = try projectionFold(in: txn, expectedPosition: head.seq)
+        for (index, item) in pending.enumerated() {
+            let record = EventRecord(seq: item.seq, recorded: recorded, endsBatch: index == pending.count - 1,
+                                     body: item.body, previousHash: previousHash)
+            try txn.put(events, item.seq.bigEndianBytes, record.encoded, append: true)
+            previousHash = record.hash
+            result.records.append(record)
+            try fold.apply(LoggedEvent(seq: item.seq, recorded: recorded, event: item.event))
+        }
+        result.changes = try fold.flush()
+        try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
             let key = Array("count.\(kind.rawValue)".utf8)
             let current = try txn.get(meta, key).map { UInt64(bigEndianBytes: $0) } ?? 0

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Projections
 
 /// The append-only event log of one ledger (SPEC §2, §3, §7).
 ///
@@ -19,10 +20,13 @@ public final class EventLog: Sendable {
     let samples: Database
     let sync: Database
     let meta: Database
+    /// The projections' state tables (`p.<table>`), written in the same transactions as events.
+    let stateDatabases: [StateTable: Database]
     /// The clock stamping `recorded`; injected so tests can step it backwards.
     let clock: @Sendable () -> Timestamp
 
     public static let databaseNames = ["events", "ids", "samples", "sync", "meta"]
+        + StateTable.allCases.map(stateDatabaseName)
 
     /// The system clock, in microseconds.
     public static let systemClock: @Sendable () -> Timestamp = {
@@ -52,6 +56,7 @@ public final class EventLog: Sendable {
         self.samples = handles["samples"]!
         self.sync = handles["sync"]!
         self.meta = handles["meta"]!
+        self.stateDatabases = Dictionary(uniqueKeysWithValues: StateTable.allCases.map { ($0, handles[stateDatabaseName($0)]!) })
         self.clock = clock
         try checkFormat()
     }

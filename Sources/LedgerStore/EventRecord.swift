@@ -7,47 +7,55 @@ import LedgerCore
 /// | bytes    | field                                                    |
 /// |----------|----------------------------------------------------------|
 /// | 0        | format version, `1`                                      |
-/// | 1..<33   | SHA-256 chain hash                                       |
-/// | 33..<41  | `recorded`, microseconds since 1970 UTC, big-endian i64  |
-/// | 41...    | the event's canonical JSON (sorted keys, no spaces)      |
+/// | 1        | flags: bit 0 set on the last event of a committed batch  |
+/// | 2..<34   | SHA-256 chain hash                                       |
+/// | 34..<42  | `recorded`, microseconds since 1970 UTC, big-endian i64  |
+/// | 42...    | the event's canonical JSON (sorted keys, no spaces)      |
 ///
-/// `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ bytes 33… of this record)`,
+/// `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ flags ‖ recorded ‖ JSON)`,
 /// with 32 zero bytes before `seq` 1. The hash itself is not hashed; everything else is.
+/// Batch ends are part of the log because projections are flushed once per batch: a
+/// rebuild or replay flushes at the same places and so reproduces the live rows exactly.
 public struct EventRecord: Sendable, Equatable {
     public static let formatVersion: UInt8 = 1
-    static let headerSize = 41
+    static let headerSize = 42
     public static let genesisHash = [UInt8](repeating: 0, count: 32)
 
     public var seq: UInt64
     public var recorded: Timestamp
+    /// Whether this is the last event of the batch it was committed in.
+    public var endsBatch: Bool
     public var hash: [UInt8]
     /// Canonical JSON of the event's normalized document.
     public var body: [UInt8]
 
-    public init(seq: UInt64, recorded: Timestamp, hash: [UInt8], body: [UInt8]) {
+    public init(seq: UInt64, recorded: Timestamp, endsBatch: Bool, hash: [UInt8], body: [UInt8]) {
         self.seq = seq
         self.recorded = recorded
+        self.endsBatch = endsBatch
         self.hash = hash
         self.body = body
     }
 
     /// Builds the record for `body` at `seq`, chaining it to `previousHash`.
-    public init(seq: UInt64, recorded: Timestamp, body: [UInt8], previousHash: [UInt8]) {
-        self.init(seq: seq, recorded: recorded, hash: [], body: body)
+    public init(seq: UInt64, recorded: Timestamp, endsBatch: Bool, body: [UInt8], previousHash: [UInt8]) {
+        self.init(seq: seq, recorded: recorded, endsBatch: endsBatch, hash: [], body: body)
         self.hash = EventRecord.chainHash(previous: previousHash, seq: seq, hashedBytes: hashedBytes)
     }
 
-    /// The bytes covered by the hash after the previous hash and `seq`: `recorded ‖ body`.
+    /// The bytes covered by the hash after the previous hash and `seq`: `flags ‖ recorded ‖ body`.
     var hashedBytes: [UInt8] {
-        UInt64(bitPattern: recorded.microseconds).bigEndianBytes + body
+        [flags] + UInt64(bitPattern: recorded.microseconds).bigEndianBytes + body
     }
+
+    var flags: UInt8 { endsBatch ? 1 : 0 }
 
     public static func chainHash(previous: [UInt8], seq: UInt64, hashedBytes: [UInt8]) -> [UInt8] {
         Digest.sha256(previous, seq.bigEndianBytes, hashedBytes)
     }
 
     public var encoded: [UInt8] {
-        var out: [UInt8] = [EventRecord.formatVersion]
+        var out: [UInt8] = [EventRecord.formatVersion, flags]
         out.reserveCapacity(EventRecord.headerSize + body.count)
         out += hash
         out += UInt64(bitPattern: recorded.microseconds).bigEndianBytes
@@ -63,9 +71,12 @@ public struct EventRecord: Sendable, Equatable {
         guard bytes[0] == EventRecord.formatVersion else {
             throw LedgerError.corrupt(seq: seq, reason: "record format \(bytes[0]) is not one this ledger reads (1)")
         }
-        let recorded = Int64(bitPattern: UInt64(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[33..<41])))
-        self.init(seq: seq, recorded: Timestamp(microseconds: recorded),
-                  hash: Array(bytes[1..<33]), body: Array(bytes[41...]))
+        guard bytes[1] & ~1 == 0 else {
+            throw LedgerError.corrupt(seq: seq, reason: "record flags \(bytes[1]) are not ones this ledger knows")
+        }
+        let recorded = Int64(bitPattern: UInt64(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[34..<42])))
+        self.init(seq: seq, recorded: Timestamp(microseconds: recorded), endsBatch: bytes[1] & 1 == 1,
+                  hash: Array(bytes[2..<34]), body: Array(bytes[42...]))
     }
 
     /// The event as `ledger log` prints it: `seq`, `recorded`, `hash`, then the stored fields.

@@ -12,6 +12,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case headMismatch(expected: UInt64, actual: UInt64)
     /// A stored record is damaged or the hash chain is broken at `seq`.
     case corrupt(seq: UInt64, reason: String)
+    /// A stored projection differs from a fresh fold of the log.
+    case projectionMismatch(projection: String, row: String)
     /// The disk (or the file system's quota) is full; nothing of the batch was written.
     case diskFull(path: String)
     /// A feature the contract names that this build does not have yet.
@@ -29,6 +31,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the log's head is \(actual), not the expected \(expected); nothing was written"
         case .corrupt(let seq, let reason):
             "seq \(seq) is corrupt: \(reason)"
+        case .projectionMismatch(let projection, let row):
+            "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         case .notImplemented(let what):

@@ -87,6 +87,34 @@ public struct Transaction {
         }
     }
 
+    /// Visits entries whose key starts with `prefix` in descending key order until `body`
+    /// returns false. Calls `mdb_cursor_get(MDB_SET_RANGE / MDB_LAST, MDB_PREV)`.
+    public func scanReverse(_ db: Database, prefix: [UInt8],
+                            _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws {
+        // The first key after every key with this prefix: the prefix "plus one".
+        var upper = prefix
+        while let last = upper.last, last == 0xFF { upper.removeLast() }
+        if !upper.isEmpty { upper[upper.count - 1] += 1 }
+        try withCursor(db) { cursor in
+            var k = MDB_val(), v = MDB_val()
+            var code: Int32 = try upper.withUnsafeMutableBytes { upperBytes in
+                if upperBytes.isEmpty { return mdb_cursor_get(cursor, &k, &v, MDB_LAST) }
+                k = MDB_val(mv_size: upperBytes.count, mv_data: upperBytes.baseAddress)
+                let found = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
+                if found == MDB_NOTFOUND { return mdb_cursor_get(cursor, &k, &v, MDB_LAST) }
+                if found != 0 { return found }
+                return mdb_cursor_get(cursor, &k, &v, MDB_PREV)
+            }
+            while code == 0 {
+                let key = UnsafeRawBufferPointer(start: k.mv_data, count: k.mv_size)
+                guard key.starts(with: prefix) else { return }
+                if try !body(key, UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) { return }
+                code = mdb_cursor_get(cursor, &k, &v, MDB_PREV)
+            }
+            if code != MDB_NOTFOUND { try check(code, "mdb_cursor_get(MDB_PREV)") }
+        }
+    }
+
     /// The number of entries in `db` (`mdb_stat`).
     public func count(_ db: Database) throws -> Int {
         var stat = MDB_stat()

@@ -1,0 +1,388 @@
+import Foundation
+import LedgerCore
+
+/// What a fold may know besides the events: injected, never read from the process.
+public struct FoldContext: Sendable {
+    /// The ledger's default zone (SPEC §4.1), used when neither the sample nor the user's
+    /// profile names one.
+    public var defaultZone: Zone
+
+    public init(defaultZone: Zone) {
+        self.defaultZone = defaultZone
+    }
+}
+
+/// An event as a fold sees it: its position, commit time and typed content.
+public struct LoggedEvent: Sendable, Equatable {
+    public var seq: UInt64
+    public var recorded: Timestamp
+    public var event: Event
+
+    public init(seq: UInt64, recorded: Timestamp, event: Event) {
+        self.seq = seq
+        self.recorded = recorded
+        self.event = event
+    }
+}
+
+/// The fold behind all four projections (`daily`, `per-source`, `last-known`, `grants`).
+///
+/// `apply` takes events in `seq` order and records what they touch; `flush` recomputes each
+/// touched (user, type, day) once — however many events of the batch touched it — writes the
+/// rows that changed and returns those changes. State lives in the `StateStore`; the fold only
+/// reads and writes it through the protocol, does no other I/O and never reads the clock, so the
+/// same log always gives the same rows. The fold's caches are valid for one batch: use one
+/// fold per transaction, and call `flush` before the transaction commits.
+public final class ActivityFold {
+    /// Bumped whenever the fold's logic or state layout changes: stored state of another
+    /// version is rebuilt from the log.
+    public static let version = 1
+
+    private let store: any StateStore
+    private let context: FoldContext
+    private let calendar = DayCalendar()
+
+    private struct DayKey: Hashable {
+        var user: UInt32
+        var type: QuantityType
+        var day: Int
+        var bytes: [UInt8] { StateKey.day(user, type, day) }
+    }
+
+    private struct UserType: Hashable {
+        var user: UInt32
+        var type: QuantityType
+    }
+
+    private struct Cause {
+        var seq: UInt64
+        var recorded: Int64
+    }
+
+    private var users: [UInt32: UserState] = [:]
+    private var dirtyUsers: Set<UInt32> = []
+    private var userIDs: [String: UInt32] = [:]
+    private var buckets: [DayKey: [BucketEntry]] = [:]
+    private var dirtyDays: [DayKey: Cause] = [:]
+    private var touched: [UserType: Cause] = [:]
+    private var changes: [RowChange] = []
+
+    public init(store: any StateStore, context: FoldContext) {
+        self.store = store
+        self.context = context
+    }
+
+    // MARK: - Applying events
+
+    /// Folds one event. Its effects on rows are visible after `flush`.
+    public func apply(_ logged: LoggedEvent) throws {
+        let cause = Cause(seq: logged.seq, recorded: logged.recorded.microseconds)
+        switch logged.event.payload {
+        case .sample(let sample):
+            try addSample(sample, id: logged.event.id, cause: cause)
+        case .correction(let correction):
+            try correct(correction, cause: cause)
+        case .grant(let change):
+            try changeAccess(change, adding: true, cause: cause)
+        case .revoke(let change):
+            try changeAccess(change, adding: false, cause: cause)
+        case .profile(let profile):
+            try applyProfile(profile, cause: cause)
+        }
+    }
+
+    private func addSample(_ sample: Sample, id: UUID, cause: Cause) throws {
+        let userID = try self.userID(for: sample.user)
+        var user = try userState(userID)
+        if let syncId = sample.syncId {
+            // The log only admits a higher syncVersion, so this one replaces the current one.
+            let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
+            if let current = try store.get(.sync, key) {
+                try removeSample(UUID(bytes: current), cause: cause)
+            }
+            try store.put(.sync, key, id.bytes)
+        }
+        if !(user.sources[sample.type]?.contains(sample.source.name) ?? false) {
+            user.sources[sample.type, default: []].append(sample.source.name)
+            setUserState(userID, user)
+        }
+        let record = SampleRecord(user: userID, type: sample.type, source: sample.source.name,
+                                  value: sample.value, unit: sample.unit, start: sample.start,
+                                  end: sample.end, zone: sample.zone, days: [])
+        try place(record, id: id, user: user, cause: cause)
+        if sample.zone == nil {
+            try store.put(.userSamples, StateKey.user(userID) + id.bytes, [])
+        }
+    }
+
+    /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores it.
+    private func place(_ record: SampleRecord, id: UUID, user: UserState, cause: Cause) throws {
+        var record = record
+        let zoneName = record.zone ?? user.zone ?? context.defaultZone.name
+        let zone = calendar.zone(named: zoneName)
+        record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
+        let entry = BucketEntry(id: id, source: record.source, zone: zoneName, start: record.start.microseconds,
+                                end: record.end.microseconds, value: record.canonicalValue)
+        for day in record.days {
+            let key = DayKey(user: record.user, type: record.type, day: day)
+            try loadBucket(key)
+            buckets[key]!.append(entry)
+            markDirty(key, cause)
+        }
+        try store.put(.samples, id.bytes, record.encoded)
+    }
+
+    /// Takes a sample out of its days' buckets and forgets it. Returns its record.
+    @discardableResult
+    private func removeSample(_ id: UUID, cause: Cause) throws -> SampleRecord? {
+        guard let bytes = try store.get(.samples, id.bytes) else { return nil }
+        let record = SampleRecord(decoding: bytes)
+        unplace(record, id: id, cause: cause)
+        try store.delete(.samples, id.bytes)
+        try store.delete(.userSamples, StateKey.user(record.user) + id.bytes)
+        return record
+    }
+
+    private func unplace(_ record: SampleRecord, id: UUID, cause: Cause) {
+        for day in record.days {
+            let key = DayKey(user: record.user, type: record.type, day: day)
+            try? loadBucket(key)
+            buckets[key]?.removeAll { $0.id == id }
+            markDirty(key, cause)
+        }
+    }
+
+    private func correct(_ correction: Correction, cause: Cause) throws {
+        switch correction.action {
+        case .retract:
+            try removeSample(correction.target, cause: cause)
+        case .amend:
+            guard let bytes = try store.get(.samples, correction.target.bytes) else { return }
+            var record = SampleRecord(decoding: bytes)
+            unplace(record, id: correction.target, cause: cause)
+            if let unit = correction.unit { record.unit = unit }
+            if let value = correction.value { record.value = value }
+            if let start = correction.start { record.start = start }
+            if let end = correction.end { record.end = end }
+            try place(record, id: correction.target, user: try userState(record.user), cause: cause)
+        }
+    }
+
+    private func applyProfile(_ profile: Profile, cause: Cause) throws {
+        let userID = try self.userID(for: profile.user)
+        var user = try userState(userID)
+        if let priority = profile.priority {
+            for (type, list) in priority {
+                user.priority[type] = list
+                try markAllDays(user: userID, type: type, cause: cause)
+            }
+        }
+        let zoneChanged = profile.zone != nil && profile.zone != user.zone
+        if let zone = profile.zone { user.zone = zone }
+        setUserState(userID, user)
+        if zoneChanged {
+            // Re-bucket every sample of this user that has no zone of its own.
+            var ids: [UUID] = []
+            try store.scan(.userSamples, prefix: StateKey.user(userID), reverse: false) { key, _ in
+                ids.append(UUID(bytes: Array(key[4..<20])))
+                return true
+            }
+            for id in ids {
+                guard let bytes = try store.get(.samples, id.bytes) else { continue }
+                let record = SampleRecord(decoding: bytes)
+                unplace(record, id: id, cause: cause)
+                try place(record, id: id, user: user, cause: cause)
+            }
+        }
+    }
+
+    private func changeAccess(_ change: AccessChange, adding: Bool, cause: Cause) throws {
+        let userID = try self.userID(for: change.user)
+        let key = StateKey.grant(userID, client: change.client)
+        let previous = try store.get(.grants, key).map(GrantValue.init(decoding:))
+        var value = previous ?? GrantValue(client: change.client, read: [], share: [], seq: 0, recorded: 0)
+        if adding {
+            value.read.formUnion(change.read)
+            value.share.formUnion(change.share)
+        } else {
+            value.read.subtract(change.read)
+            value.share.subtract(change.share)
+        }
+        value.seq = cause.seq
+        value.recorded = cause.recorded
+        try store.put(.grants, key, value.encoded)
+        changes.append(RowChange(seq: cause.seq, projection: .grants,
+                                 row: RowBuilder.grant(user: change.user, value),
+                                 previous: previous.map { RowBuilder.grant(user: change.user, $0) }))
+    }
+
+    // MARK: - Flushing
+
+    /// Recomputes every touched day once, writes changed rows, and returns the changes in the
+    /// order of the events that caused them. Empties the fold's caches.
+    public func flush() throws -> [RowChange] {
+        for userID in dirtyUsers.sorted() {
+            try store.put(.users, StateKey.user(userID), users[userID]!.encoded)
+        }
+        let days = dirtyDays.sorted { a, b in
+            a.value.seq != b.value.seq ? a.value.seq < b.value.seq : a.key.bytes.lexicographicallyPrecedes(b.key.bytes)
+        }
+        for (key, cause) in days {
+            try recompute(key, cause: cause)
+        }
+        let userTypes = touched.sorted { a, b in
+            a.value.seq != b.value.seq ? a.value.seq < b.value.seq : (a.key.user, a.key.type.code) < (b.key.user, b.key.type.code)
+        }
+        for (userType, cause) in userTypes {
+            try recomputeLastKnown(userType, cause: cause)
+        }
+        let result = changes.sorted { $0.seq < $1.seq }
+        users.removeAll()
+        dirtyUsers.removeAll()
+        userIDs.removeAll()
+        buckets.removeAll()
+        dirtyDays.removeAll()
+        touched.removeAll()
+        changes.removeAll()
+        return result
+    }
+
+    private func recompute(_ key: DayKey, cause: Cause) throws {
+        try loadBucket(key)
+        let entries = buckets[key] ?? []
+        let keyBytes = key.bytes
+        if entries.isEmpty {
+            try store.delete(.buckets, keyBytes)
+        } else {
+            try store.put(.buckets, keyBytes, BucketEntry.encode(entries))
+        }
+        let user = try userState(key.user)
+        // A canonical order, so sums do not depend on the order events arrived in.
+        let ordered = entries.sorted { ($0.start, $0.end, $0.id.uuidString) < ($1.start, $1.end, $1.id.uuidString) }
+        let shares = ordered.enumerated().map { position, entry -> DayShare in
+            let window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
+            return DayShare(index: position, source: entry.source, rank: user.rank(of: entry.source, type: key.type),
+                            start: entry.start, end: entry.end, value: entry.value,
+                            clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))
+        }
+
+        let previousDaily = try store.get(.daily, keyBytes).map(DailyValue.init(decoding:))
+        let daily = DailyMerge.daily(shares)
+        if daily != previousDaily {
+            if let daily { try store.put(.daily, keyBytes, daily.encoded) } else { try store.delete(.daily, keyBytes) }
+            changes.append(RowChange(seq: cause.seq, projection: .daily,
+                                     row: daily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) },
+                                     previous: previousDaily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) }))
+        }
+
+        let previousSources = try store.get(.perSource, keyBytes).map(PerSourceValue.decode) ?? []
+        let sources = DailyMerge.perSource(shares)
+        if sources != previousSources {
+            if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
+            let before = Dictionary(uniqueKeysWithValues: previousSources.map { ($0.source, $0) })
+            let after = Dictionary(uniqueKeysWithValues: sources.map { ($0.source, $0) })
+            for name in Set(before.keys).union(after.keys).sorted() where before[name] != after[name] {
+                changes.append(RowChange(seq: cause.seq, projection: .perSource,
+                                         row: after[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) },
+                                         previous: before[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) }))
+            }
+        }
+        let userType = UserType(user: key.user, type: key.type)
+        if (touched[userType]?.seq ?? 0) < cause.seq { touched[userType] = cause }
+    }
+
+    /// `last-known`: the latest day with a non-zero total, that total, and the end of the
+    /// latest sample (which lies in the latest non-empty bucket).
+    private func recomputeLastKnown(_ userType: UserType, cause: Cause) throws {
+        let prefix = StateKey.userType(userType.user, userType.type)
+        var latest: (day: Int, value: Double)?
+        try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
+            let daily = DailyValue(decoding: value)
+            guard daily.value != 0 else { return true }
+            latest = (StateKey.parseDay(key).day, daily.value)
+            return false
+        }
+        var latestEnd: Int64?
+        try store.scan(.buckets, prefix: prefix, reverse: true) { _, value in
+            latestEnd = BucketEntry.decode(value).map(\.end).max()
+            return false
+        }
+        let key = prefix
+        let previous = try store.get(.lastKnown, key).map(LastKnownValue.init(decoding:))
+        var next: LastKnownValue?
+        if let latest, let latestEnd {
+            next = LastKnownValue(day: latest.day, value: latest.value, latestSampleEnd: latestEnd,
+                                  seq: cause.seq, recorded: cause.recorded)
+            if let previous, previous.day == latest.day, previous.value == latest.value,
+               previous.latestSampleEnd == latestEnd {
+                return  // unchanged: keep the event that last changed it
+            }
+        }
+        guard next != nil || previous != nil else { return }
+        if let next { try store.put(.lastKnown, key, next.encoded) } else { try store.delete(.lastKnown, key) }
+        let name = try userState(userType.user).name
+        changes.append(RowChange(seq: cause.seq, projection: .lastKnown,
+                                 row: next.map { RowBuilder.lastKnown(user: name, type: userType.type, $0) },
+                                 previous: previous.map { RowBuilder.lastKnown(user: name, type: userType.type, $0) }))
+    }
+
+    // MARK: - State access
+
+    private func markDirty(_ key: DayKey, _ cause: Cause) {
+        if (dirtyDays[key]?.seq ?? 0) < cause.seq { dirtyDays[key] = cause }
+    }
+
+    private func markAllDays(user: UInt32, type: QuantityType, cause: Cause) throws {
+        try store.scan(.buckets, prefix: StateKey.userType(user, type), reverse: false) { key, _ in
+            markDirty(DayKey(user: user, type: type, day: StateKey.parseDay(key).day), cause)
+            return true
+        }
+        for key in buckets.keys where key.user == user && key.type == type {
+            markDirty(key, cause)
+        }
+    }
+
+    private func loadBucket(_ key: DayKey) throws {
+        guard buckets[key] == nil else { return }
+        buckets[key] = try store.get(.buckets, key.bytes).map(BucketEntry.decode) ?? []
+    }
+
+    private static let nextUserKey = Array("next-user".utf8)
+
+    /// The user's id, assigned in order of first appearance.
+    private func userID(for name: String) throws -> UInt32 {
+        if let id = userIDs[name] { return id }
+        let nameKey = StateKey.userName(name)
+        if let stored = try store.get(.userNames, nameKey) {
+            var reader = ByteReader(stored)
+            let id = reader.u32()
+            userIDs[name] = id
+            return id
+        }
+        var next: UInt32 = 1
+        if let stored = try store.get(.userNames, ActivityFold.nextUserKey) {
+            var reader = ByteReader(stored)
+            next = reader.u32()
+        }
+        try store.put(.userNames, nameKey, StateKey.user(next))
+        try store.put(.userNames, ActivityFold.nextUserKey, StateKey.user(next + 1))
+        userIDs[name] = next
+        setUserState(next, UserState(name: name))
+        return next
+    }
+
+    private func userState(_ id: UInt32) throws -> UserState {
+        if let state = users[id] { return state }
+        guard let bytes = try store.get(.users, StateKey.user(id)) else {
+            preconditionFailure("user \(id) has a key but no state: projection state is inconsistent")
+        }
+        let state = UserState(decoding: bytes)
+        users[id] = state
+        return state
+    }
+
+    private func setUserState(_ id: UInt32, _ state: UserState) {
+        users[id] = state
+        dirtyUsers.insert(id)
+    }
+}

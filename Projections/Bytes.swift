@@ -1,0 +1,74 @@
+import LedgerCore
+
+/// Appends fixed-width big-endian fields and length-prefixed strings to a byte array: the
+/// compact encoding of projection state. Big-endian keeps keys in numeric order.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+
+    mutating func u32(_ value: UInt32) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func u64(_ value: UInt64) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
+
+    mutating func f64(_ value: Double) { u64(value.bitPattern) }
+
+    mutating func string(_ value: String) {
+        let utf8 = Array(value.utf8)
+        u32(UInt32(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+
+    mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
+}
+
+/// Reads what `ByteWriter` wrote. Reading past the end is a corrupt state, which traps: state
+/// is only ever written by this code in the same transaction as its log position.
+struct ByteReader {
+    let bytes: [UInt8]
+    var offset = 0
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    var isAtEnd: Bool { offset >= bytes.count }
+
+    mutating func u8() -> UInt8 {
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    mutating func u32() -> UInt32 {
+        var value: UInt32 = 0
+        for index in offset..<(offset + 4) { value = value << 8 | UInt32(bytes[index]) }
+        offset += 4
+        return value
+    }
+
+    mutating func u64() -> UInt64 {
+        var value: UInt64 = 0
+        for index in offset..<(offset + 8) { value = value << 8 | UInt64(bytes[index]) }
+        offset += 8
+        return value
+    }
+
+    mutating func i64() -> Int64 { Int64(bitPattern: u64()) }
+
+    mutating func f64() -> Double { Double(bitPattern: u64()) }
+
+    mutating func string() -> String {
+        let count = Int(u32())
+        defer { offset += count }
+        return String(decoding: bytes[offset..<(offset + count)], as: UTF8.self)
+    }
+
+    mutating func raw(_ count: Int) -> [UInt8] {
+        defer { offset += count }
+        return Array(bytes[offset..<(offset + count)])
+    }
+}

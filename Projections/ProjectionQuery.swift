@@ -1,0 +1,97 @@
+import LedgerCore
+
+/// Which rows to read (SPEC §5 `project` filters). Dates are inclusive local dates.
+public struct RowFilter: Sendable, Equatable {
+    public var user: String?
+    public var type: QuantityType?
+    public var from: CivilDate?
+    public var to: CivilDate?
+
+    public init(user: String? = nil, type: QuantityType? = nil, from: CivilDate? = nil, to: CivilDate? = nil) {
+        self.user = user
+        self.type = type
+        self.from = from
+        self.to = to
+    }
+}
+
+/// Reads projection rows out of a `StateStore`, sorted by user, type, date and source.
+public struct ProjectionQuery {
+    let store: any StateStore
+
+    public init(store: any StateStore) { self.store = store }
+
+    /// The rows of `projection` that pass `filter`.
+    public func rows(_ projection: ProjectionName, filter: RowFilter) throws -> [Row] {
+        var rows: [Row] = []
+        for (userID, name) in try users(filter.user) {
+            switch projection {
+            case .daily, .perSource:
+                for type in QuantityType.allCases where filter.type == nil || filter.type == type {
+                    let table: StateTable = projection == .daily ? .daily : .perSource
+                    let prefix = StateKey.userType(userID, type)
+                    try store.scan(table, prefix: prefix, reverse: false) { key, value in
+                        let day = StateKey.parseDay(key).day
+                        if let from = filter.from, day < from.daysSinceEpoch { return true }
+                        if let to = filter.to, day > to.daysSinceEpoch { return false }
+                        if projection == .daily {
+                            rows.append(RowBuilder.daily(user: name, type: type, day: day, DailyValue(decoding: value)))
+                        } else {
+                            for source in PerSourceValue.decode(value) {
+                                rows.append(RowBuilder.perSource(user: name, type: type, day: day, source))
+                            }
+                        }
+                        return true
+                    }
+                }
+            case .lastKnown:
+                for type in QuantityType.allCases where filter.type == nil || filter.type == type {
+                    guard let value = try store.get(.lastKnown, StateKey.userType(userID, type)) else { continue }
+                    let known = LastKnownValue(decoding: value)
+                    if let from = filter.from, known.day < from.daysSinceEpoch { continue }
+                    if let to = filter.to, known.day > to.daysSinceEpoch { continue }
+                    rows.append(RowBuilder.lastKnown(user: name, type: type, known))
+                }
+            case .grants:
+                try store.scan(.grants, prefix: StateKey.user(userID), reverse: false) { _, value in
+                    let grant = GrantValue(decoding: value)
+                    if let type = filter.type, !grant.read.contains(type), !grant.share.contains(type) { return true }
+                    rows.append(RowBuilder.grant(user: name, grant))
+                    return true
+                }
+            }
+        }
+        return Row.sorted(rows)
+    }
+
+    /// The user's profile zone, if any (for "today" in the user's own zone).
+    public func profileZone(of user: String) throws -> String? {
+        guard let idBytes = try store.get(.userNames, StateKey.userName(user)),
+              let state = try store.get(.users, idBytes) else { return nil }
+        return UserState(decoding: state).zone
+    }
+
+    /// The grants of `user` to `client`: read and share types, for access checks.
+    public func grant(user: String, client: String) throws -> (read: Set<QuantityType>, share: Set<QuantityType>) {
+        guard let idBytes = try store.get(.userNames, StateKey.userName(user)) else { return ([], []) }
+        var reader = ByteReader(idBytes)
+        guard let value = try store.get(.grants, StateKey.grant(reader.u32(), client: client)) else { return ([], []) }
+        let grant = GrantValue(decoding: value)
+        return (grant.read, grant.share)
+    }
+
+    private func users(_ only: String?) throws -> [(UInt32, String)] {
+        if let only {
+            guard let idBytes = try store.get(.userNames, StateKey.userName(only)) else { return [] }
+            var reader = ByteReader(idBytes)
+            return [(reader.u32(), only)]
+        }
+        var result: [(UInt32, String)] = []
+        try store.scan(.users, prefix: [], reverse: false) { key, value in
+            var reader = ByteReader(key)
+            result.append((reader.u32(), UserState(decoding: value).name))
+            return true
+        }
+        return result
+    }
+}

@@ -1,0 +1,121 @@
+import LedgerCore
+
+/// The projections users can ask for (SPEC §4). `daily-steps` is `daily` with `--type steps`.
+public enum ProjectionName: String, CaseIterable, Sendable {
+    case daily
+    case perSource = "per-source"
+    case lastKnown = "last-known"
+    case grants
+
+    /// Accepts the names of SPEC §5, including `daily-steps`; the second value is the type
+    /// the name implies.
+    public static func parse(_ text: String) -> (ProjectionName, QuantityType?)? {
+        if text == "daily-steps" { return (.daily, .steps) }
+        return ProjectionName(rawValue: text).map { ($0, nil) }
+    }
+
+    /// The columns of its rows, in output order.
+    public var columns: [String] {
+        switch self {
+        case .daily: ["user", "type", "date", "value", "unit", "samples", "sources"]
+        case .perSource: ["user", "type", "date", "source", "value", "unit", "samples"]
+        case .lastKnown: ["user", "type", "date", "value", "unit", "latestSampleEnd", "seq", "recorded", "stale"]
+        case .grants: ["user", "client", "read", "share", "updated", "seq"]
+        }
+    }
+}
+
+/// A projection row: its values by column (absent columns are left out of JSON).
+public struct Row: Sendable, Equatable {
+    public var projection: ProjectionName
+    public var values: [String: JSONValue]
+
+    public init(projection: ProjectionName, values: [String: JSONValue]) {
+        self.projection = projection
+        self.values = values
+    }
+
+    /// The JSON object with keys in column order.
+    public var jsonBytes: [UInt8] {
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        var first = true
+        for column in projection.columns {
+            guard let value = values[column] else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(column, to: &out)
+            out.append(UInt8(ascii: ":"))
+            value.write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// The sort key of SPEC §5: user, type, date, source (client for grants).
+    public var sortKey: [String] {
+        [values["user"]?.stringValue ?? "", values["type"]?.stringValue ?? "",
+         values["date"]?.stringValue ?? "", values["source"]?.stringValue ?? values["client"]?.stringValue ?? ""]
+    }
+
+    public static func sorted(_ rows: [Row]) -> [Row] {
+        rows.sorted { $0.sortKey.lexicographicallyPrecedes($1.sortKey) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+    }
+}
+
+/// A committed event's effect on one projection row (SPEC §8).
+public struct RowChange: Sendable, Equatable {
+    public var seq: UInt64
+    public var projection: ProjectionName
+    /// The new row; nil when the row disappeared.
+    public var row: Row?
+    /// The row before; nil when it is new.
+    public var previous: Row?
+
+    /// `{"seq":N,"projection":"daily","row":{…}|null,"previous":{…}|null}`
+    public var jsonBytes: [UInt8] {
+        var out = Array("{\"seq\":\(seq),\"projection\":\"\(projection.rawValue)\",\"row\":".utf8)
+        out += row?.jsonBytes ?? Array("null".utf8)
+        out += Array(",\"previous\":".utf8)
+        out += previous?.jsonBytes ?? Array("null".utf8)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+}
+
+enum RowBuilder {
+    static func date(_ day: Int) -> JSONValue { .string(CivilDate(daysSinceEpoch: day).description) }
+
+    static func daily(user: String, type: QuantityType, day: Int, _ value: DailyValue) -> Row {
+        Row(projection: .daily, values: [
+            "user": .string(user), "type": .string(type.rawValue), "date": date(day),
+            "value": .double(value.value), "unit": .string(type.canonicalUnit),
+            "samples": .int(Int64(value.samples)), "sources": .int(Int64(value.sources)),
+        ])
+    }
+
+    static func perSource(user: String, type: QuantityType, day: Int, _ value: PerSourceValue) -> Row {
+        Row(projection: .perSource, values: [
+            "user": .string(user), "type": .string(type.rawValue), "date": date(day),
+            "source": .string(value.source), "value": .double(value.value),
+            "unit": .string(type.canonicalUnit), "samples": .int(Int64(value.samples)),
+        ])
+    }
+
+    static func lastKnown(user: String, type: QuantityType, _ value: LastKnownValue) -> Row {
+        Row(projection: .lastKnown, values: [
+            "user": .string(user), "type": .string(type.rawValue), "date": date(value.day),
+            "value": .double(value.value), "unit": .string(type.canonicalUnit),
+            "latestSampleEnd": .string(Timestamp(microseconds: value.latestSampleEnd).rfc3339),
+            "seq": .int(Int64(value.seq)), "recorded": .string(Timestamp(microseconds: value.recorded).rfc3339),
+        ])
+    }
+
+    static func grant(user: String, _ value: GrantValue) -> Row {
+        func list(_ types: Set<QuantityType>) -> JSONValue { .array(types.sorted().map { .string($0.rawValue) }) }
+        return Row(projection: .grants, values: [
+            "user": .string(user), "client": .string(value.client), "read": list(value.read),
+            "share": list(value.share), "updated": .string(Timestamp(microseconds: value.recorded).rfc3339),
+            "seq": .int(Int64(value.seq)),
+        ])
+    }
+}

@@ -1,0 +1,322 @@
+import Foundation
+import LedgerCore
+
+/// Keys of the state tables. A user is a u32 assigned in order of first appearance in the log,
+/// so the same log gives the same keys on every machine (and names of up to 1 KiB never meet
+/// LMDB's 511-byte key limit).
+public enum StateKey {
+    public static func user(_ id: UInt32) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(id)
+        return writer.bytes
+    }
+
+    public static func userName(_ name: String) -> [UInt8] { Digest.sha256(Array(name.utf8)) }
+
+    /// user ‖ type: the prefix of every day key of that user and type.
+    public static func userType(_ user: UInt32, _ type: QuantityType) -> [UInt8] {
+        StateKey.user(user) + [type.code]
+    }
+
+    /// user ‖ type ‖ day, with the day as days since 1970 offset by 2^31 so it sorts unsigned.
+    public static func day(_ user: UInt32, _ type: QuantityType, _ day: Int) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(user)
+        writer.u8(type.code)
+        writer.u32(UInt32(bitPattern: Int32(day)) ^ 0x8000_0000)
+        return writer.bytes
+    }
+
+    /// Splits a day key back into its parts.
+    public static func parseDay(_ key: [UInt8]) -> (user: UInt32, type: QuantityType, day: Int) {
+        var reader = ByteReader(key)
+        let user = reader.u32()
+        let type = QuantityType(code: reader.u8())!
+        let day = Int(Int32(bitPattern: reader.u32() ^ 0x8000_0000))
+        return (user, type, day)
+    }
+
+    public static func grant(_ user: UInt32, client: String) -> [UInt8] {
+        StateKey.user(user) + Digest.sha256(Array(client.utf8))
+    }
+
+    public static func sync(user: String, source: String, syncId: String) -> [UInt8] {
+        Digest.sha256(Array(user.utf8) + [0] + Array(source.utf8) + [0] + Array(syncId.utf8))
+    }
+}
+
+/// What the fold knows of a user: profile and the order in which sources first appeared.
+struct UserState: Equatable {
+    var name: String
+    var zone: String?
+    /// Per type, the latest priority list (highest first).
+    var priority: [QuantityType: [String]] = [:]
+    /// Per type, source names in order of their first sample in the log.
+    var sources: [QuantityType: [String]] = [:]
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.string(name)
+        writer.string(zone ?? "")
+        for type in QuantityType.allCases {
+            let list = priority[type]
+            writer.u32(list.map { UInt32($0.count) + 1 } ?? 0)  // 0: no list given
+            list?.forEach { writer.string($0) }
+            let seen = sources[type] ?? []
+            writer.u32(UInt32(seen.count))
+            seen.forEach { writer.string($0) }
+        }
+        return writer.bytes
+    }
+
+    init(name: String) { self.name = name }
+
+    init(decoding bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        name = reader.string()
+        let zoneText = reader.string()
+        zone = zoneText.isEmpty ? nil : zoneText
+        for type in QuantityType.allCases {
+            let listCount = reader.u32()
+            if listCount > 0 { priority[type] = (0..<(listCount - 1)).map { _ in reader.string() } }
+            let seenCount = reader.u32()
+            if seenCount > 0 { sources[type] = (0..<seenCount).map { _ in reader.string() } }
+        }
+    }
+
+    /// Lower is higher priority: listed sources by their place in the list, then the others
+    /// by first appearance.
+    func rank(of source: String, type: QuantityType) -> Int {
+        let list = priority[type] ?? []
+        if let index = list.firstIndex(of: source) { return index }
+        let seen = sources[type] ?? []
+        return list.count + (seen.firstIndex(of: source) ?? seen.count)
+    }
+}
+
+/// A sample that currently counts, as the fold needs it.
+struct SampleRecord: Equatable {
+    var user: UInt32
+    var type: QuantityType
+    var source: String
+    /// As given (after any amendment), in `unit`.
+    var value: Double
+    var unit: String
+    var start: Timestamp
+    var end: Timestamp
+    /// The sample's own zone, if it has one.
+    var zone: String?
+    /// Days (since 1970, local to the zone used) whose buckets hold this sample.
+    var days: [Int]
+
+    var canonicalValue: Double { value * (type.factor(from: unit) ?? 1) }
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(user)
+        writer.u8(type.code)
+        writer.string(source)
+        writer.f64(value)
+        writer.string(unit)
+        writer.i64(start.microseconds)
+        writer.i64(end.microseconds)
+        writer.string(zone ?? "")
+        writer.u32(UInt32(days.count))
+        days.forEach { writer.i64(Int64($0)) }
+        return writer.bytes
+    }
+
+    init(user: UInt32, type: QuantityType, source: String, value: Double, unit: String,
+         start: Timestamp, end: Timestamp, zone: String?, days: [Int]) {
+        self.user = user
+        self.type = type
+        self.source = source
+        self.value = value
+        self.unit = unit
+        self.start = start
+        self.end = end
+        self.zone = zone
+        self.days = days
+    }
+
+    init(decoding bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        user = reader.u32()
+        type = QuantityType(code: reader.u8())!
+        source = reader.string()
+        value = reader.f64()
+        unit = reader.string()
+        start = Timestamp(microseconds: reader.i64())
+        end = Timestamp(microseconds: reader.i64())
+        let zoneText = reader.string()
+        zone = zoneText.isEmpty ? nil : zoneText
+        days = (0..<reader.u32()).map { _ in Int(reader.i64()) }
+    }
+}
+
+/// One sample's presence in one day's bucket: what the merge needs, nothing more.
+struct BucketEntry: Equatable {
+    var id: UUID
+    var source: String
+    /// The zone the sample's days are counted in (its own, else its user's, else the default).
+    var zone: String
+    /// The whole sample's interval and canonical value (the day's share is computed from them).
+    var start: Int64
+    var end: Int64
+    var value: Double
+
+    static func encode(_ entries: [BucketEntry]) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(UInt32(entries.count))
+        for entry in entries {
+            writer.raw(entry.id.bytes)
+            writer.string(entry.source)
+            writer.string(entry.zone)
+            writer.i64(entry.start)
+            writer.i64(entry.end)
+            writer.f64(entry.value)
+        }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> [BucketEntry] {
+        var reader = ByteReader(bytes)
+        return (0..<reader.u32()).map { _ in
+            BucketEntry(id: UUID(bytes: reader.raw(16)), source: reader.string(), zone: reader.string(),
+                        start: reader.i64(), end: reader.i64(), value: reader.f64())
+        }
+    }
+}
+
+/// A `daily` row's numbers.
+struct DailyValue: Equatable {
+    var value: Double
+    var samples: Int
+    var sources: Int
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.f64(value)
+        writer.u32(UInt32(samples))
+        writer.u32(UInt32(sources))
+        return writer.bytes
+    }
+
+    init(value: Double, samples: Int, sources: Int) {
+        self.value = value
+        self.samples = samples
+        self.sources = sources
+    }
+
+    init(decoding bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        value = reader.f64()
+        samples = Int(reader.u32())
+        sources = Int(reader.u32())
+    }
+}
+
+/// One source's numbers in a `per-source` row.
+struct PerSourceValue: Equatable {
+    var source: String
+    var value: Double
+    var samples: Int
+
+    static func encode(_ values: [PerSourceValue]) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u32(UInt32(values.count))
+        for value in values {
+            writer.string(value.source)
+            writer.f64(value.value)
+            writer.u32(UInt32(value.samples))
+        }
+        return writer.bytes
+    }
+
+    static func decode(_ bytes: [UInt8]) -> [PerSourceValue] {
+        var reader = ByteReader(bytes)
+        return (0..<reader.u32()).map { _ in
+            PerSourceValue(source: reader.string(), value: reader.f64(), samples: Int(reader.u32()))
+        }
+    }
+}
+
+/// A `last-known` row's numbers.
+struct LastKnownValue: Equatable {
+    var day: Int
+    var value: Double
+    var latestSampleEnd: Int64
+    var seq: UInt64
+    var recorded: Int64
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.i64(Int64(day))
+        writer.f64(value)
+        writer.i64(latestSampleEnd)
+        writer.u64(seq)
+        writer.i64(recorded)
+        return writer.bytes
+    }
+
+    init(day: Int, value: Double, latestSampleEnd: Int64, seq: UInt64, recorded: Int64) {
+        self.day = day
+        self.value = value
+        self.latestSampleEnd = latestSampleEnd
+        self.seq = seq
+        self.recorded = recorded
+    }
+
+    init(decoding bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        day = Int(reader.i64())
+        value = reader.f64()
+        latestSampleEnd = reader.i64()
+        seq = reader.u64()
+        recorded = reader.i64()
+    }
+}
+
+/// A `grants` row's content.
+struct GrantValue: Equatable {
+    var client: String
+    var read: Set<QuantityType>
+    var share: Set<QuantityType>
+    var seq: UInt64
+    var recorded: Int64
+
+    static func bits(_ types: Set<QuantityType>) -> UInt8 {
+        types.reduce(0) { $0 | (1 << ($1.code - 1)) }
+    }
+
+    static func types(_ bits: UInt8) -> Set<QuantityType> {
+        Set(QuantityType.allCases.filter { bits & (1 << ($0.code - 1)) != 0 })
+    }
+
+    var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.string(client)
+        writer.u8(GrantValue.bits(read))
+        writer.u8(GrantValue.bits(share))
+        writer.u64(seq)
+        writer.i64(recorded)
+        return writer.bytes
+    }
+
+    init(client: String, read: Set<QuantityType>, share: Set<QuantityType>, seq: UInt64, recorded: Int64) {
+        self.client = client
+        self.read = read
+        self.share = share
+        self.seq = seq
+        self.recorded = recorded
+    }
+
+    init(decoding bytes: [UInt8]) {
+        var reader = ByteReader(bytes)
+        client = reader.string()
+        read = GrantValue.types(reader.u8())
+        share = GrantValue.types(reader.u8())
+        seq = reader.u64()
+        recorded = reader.i64()
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import LedgerCore
+import Projections
+
+/// `--format chart`: one horizontal bar per row, scaled to the largest value, for people who
+/// would rather look than read.
+enum Chart {
+    static let width = 40
+
+    static func render(_ rows: [Row], projection: ProjectionName) -> String {
+        guard projection != .grants else {
+            return rows.map { row in
+                "\(row.values["user"]?.stringValue ?? "") \(row.values["client"]?.stringValue ?? ""): read \(list(row.values["read"])), share \(list(row.values["share"]))"
+            }.joined(separator: "\n") + (rows.isEmpty ? "" : "\n")
+        }
+        let labels = rows.map { row -> String in
+            var parts = [row.values["date"]?.stringValue ?? ""]
+            let users = Set(rows.compactMap { $0.values["user"]?.stringValue })
+            let types = Set(rows.compactMap { $0.values["type"]?.stringValue })
+            if users.count > 1 { parts.append(row.values["user"]?.stringValue ?? "") }
+            if types.count > 1 { parts.append(row.values["type"]?.stringValue ?? "") }
+            if let source = row.values["source"]?.stringValue { parts.append(source) }
+            if row.values["stale"] == .bool(true) { parts.append("(stale)") }
+            return parts.joined(separator: " ")
+        }
+        let values = rows.map { $0.values["value"]?.numberValue ?? 0 }
+        let largest = values.max() ?? 0
+        let labelWidth = labels.map(\.count).max() ?? 0
+        var text = ""
+        for (index, row) in rows.enumerated() {
+            let value = values[index]
+            let eighths = largest > 0 ? Int((value / largest * Double(width * 8)).rounded()) : 0
+            var bar = String(repeating: "█", count: eighths / 8)
+            let partial = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"][eighths % 8]
+            bar += partial
+            let unit = row.values["unit"]?.stringValue ?? ""
+            let shown = unit == "count" ? String(Int64(value.rounded())) : String(format: "%.2f", value)
+            text += labels[index].padding(toLength: labelWidth, withPad: " ", startingAt: 0)
+                + "  " + bar.padding(toLength: width + 1, withPad: " ", startingAt: 0) + " \(shown) \(unit)\n"
+        }
+        return text
+    }
+
+    private static func list(_ value: JSONValue?) -> String {
+        guard case .array(let items)? = value else { return "[]" }
+        return "[" + items.compactMap(\.stringValue).joined(separator: ",") + "]"
+    }
+}

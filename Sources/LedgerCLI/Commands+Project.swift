@@ -1,0 +1,249 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Projections
+
+/// Options shared by `project` and `replay`.
+let rowFilterOptions: [OptionSpec] = [
+    OptionSpec(name: "user", value: "U", help: "Only rows of user U."),
+    OptionSpec(name: "type", value: "T", help: "Only type T: steps, distance, flights, active-energy (or a HealthKit identifier)."),
+    OptionSpec(name: "from", value: "DATE", help: "Only days on or after DATE (YYYY-MM-DD)."),
+    OptionSpec(name: "to", value: "DATE", help: "Only days on or before DATE (YYYY-MM-DD)."),
+    OptionSpec(name: "date", value: "DATE|today", help: "Only one day; 'today' is in the user's profile zone (with --user), else the ledger's zone."),
+    OptionSpec(name: "fallback", value: nil, help: "With --date on daily: when the day has no row, print the last-known row marked \"stale\": true."),
+]
+
+let rowFormatOption = OptionSpec(name: "format", value: "FORMAT",
+                                 help: "table, json, ndjson, csv or chart (default: table on a terminal, else ndjson).")
+
+/// A parsed `project`/`replay` request.
+struct RowRequest {
+    var projection: ProjectionName
+    var filter: RowFilter
+    var fallback: Bool
+    var format: RowFormat
+    /// `--date today`: resolved against the clock once the ledger is open.
+    var today: Bool
+}
+
+/// `--format` for projection rows: the four of SPEC §5 plus `chart`.
+enum RowFormat {
+    case rows(OutputFormat)
+    case chart
+}
+
+extension Commands {
+    static let projectCommand = Command(
+        name: "project",
+        abstract: "Print a projection's rows: daily, daily-steps, per-source, last-known, grants.",
+        usage: "ledger project NAME [--db PATH] [--user U] [--type T] [--from DATE] [--to DATE] [--date DATE|today] [--fallback] [--format FORMAT]",
+        discussion: """
+        daily: per user, type and day, sources merged the way the Health app merges them. \
+        per-source: each source's own sum per day. last-known: per user and type, the latest day \
+        with a non-zero total. grants: per user and client, the types it may read and share. \
+        Rows are sorted by user, type, date and source; --format chart draws the values as bars.
+        """,
+        arguments: [("NAME", "daily, daily-steps (= daily --type steps), per-source, last-known or grants.")],
+        options: [helpOption, dbOption, rowFormatOption] + rowFilterOptions,
+        maxPositionals: 1
+    ) { arguments, context in
+        var request = try rowRequest(arguments, context: context, name: arguments.positionals.first)
+        let log = try context.openLog(arguments, create: false)
+        try resolveToday(&request, log: log, now: context.now())
+        let rows = try fetchRows(request) { projection, filter in try log.rows(projection, filter: filter) }
+        write(rows, request: request, to: context.stdout)
+        return 0
+    }
+
+    static let replayCommand = Command(
+        name: "replay",
+        abstract: "Print a projection as it stood at a past moment, for audits.",
+        usage: "ledger replay --to WHEN|--to-seq N [--db PATH] [--projection NAME] [--user U] [--type T] [--from DATE] [--to-date DATE] [--date DATE] [--fallback] [--format FORMAT]",
+        discussion: """
+        Folds the events recorded at or before WHEN (an RFC 3339 timestamp, or YYYY-MM-DD for the \
+        end of that day in the ledger's zone), or with seq ≤ N, into a scratch copy and prints the \
+        projection exactly as 'ledger project' printed it then. Prints 'as of seq N, recorded T, \
+        hash H' on stderr. Live projections are not touched and subscribers are not notified.
+        """,
+        options: [helpOption, dbOption, rowFormatOption,
+                  OptionSpec(name: "to", value: "WHEN", help: "Replay events recorded at or before WHEN."),
+                  OptionSpec(name: "to-seq", value: "N", help: "Replay events with seq ≤ N."),
+                  OptionSpec(name: "projection", value: "NAME", help: "daily (default), daily-steps, per-source, last-known or grants."),
+                  OptionSpec(name: "to-date", value: "DATE", help: "Only days on or before DATE (project's --to).")]
+            + rowFilterOptions.filter { $0.name != "to" }
+    ) { arguments, context in
+        let usage = arguments.usage
+        let target: ReplayTarget
+        switch (arguments.value("to"), arguments.value("to-seq")) {
+        case (nil, nil):
+            throw CLIError.usage("replay needs --to WHEN or --to-seq N", usage: usage)
+        case (.some, .some):
+            throw CLIError.usage("give either --to or --to-seq, not both", usage: usage)
+        case (nil, let seq?):
+            target = .seq(try parseCount(seq, option: "to-seq", usage: usage))
+        case (let when?, nil):
+            target = .recorded(try parseWhen(when, context: context, arguments: arguments))
+        }
+        var filterArguments = arguments
+        filterArguments.options["to"] = arguments.options["to-date"]
+        var request = try rowRequest(filterArguments, context: context, name: arguments.value("projection") ?? "daily")
+        let log = try context.openLog(arguments, create: false)
+        try resolveToday(&request, log: log, now: context.now())
+        let (point, rows) = try log.withReplay(to: target) { point, query in
+            (point, try fetchRows(request) { projection, filter in try query.rows(projection, filter: filter) })
+        }
+        write(rows, request: request, to: context.stdout)
+        let recorded = point.recorded?.rfc3339 ?? "-"
+        context.stderr.write("as of seq \(point.seq), recorded \(recorded), hash \(point.hash.hex)\n")
+        return 0
+    }
+
+    static let rebuildCommand = Command(
+        name: "rebuild",
+        abstract: "Rebuild projections from the log from scratch.",
+        usage: "ledger rebuild [NAME] [--db PATH]",
+        discussion: """
+        All four projections are one fold over the log, so rebuilding any of them rebuilds all. \
+        Runs in one write transaction: readers keep seeing the old rows until it commits.
+        """,
+        arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
+        options: [helpOption, dbOption],
+        maxPositionals: 1
+    ) { arguments, context in
+        if let name = arguments.positionals.first, ProjectionName.parse(name) == nil {
+            throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames))", usage: arguments.usage)
+        }
+        let log = try context.openLog(arguments, create: false)
+        let started = Date()
+        let folded = try log.rebuildProjections()
+        let seconds = Date().timeIntervalSince(started)
+        context.stdout.write("rebuilt daily, per-source, last-known, grants from \(folded) events in \(String(format: "%.2f", seconds)) s\n")
+        return 0
+    }
+
+    static let projectionNames = ["daily", "daily-steps", "per-source", "last-known", "grants"]
+
+    static func rowRequest(_ arguments: ParsedArguments, context: CommandContext, name: String?) throws -> RowRequest {
+        let usage = arguments.usage
+        guard let name else { throw CLIError.usage("missing projection NAME (\(projectionNames.joined(separator: ", ")))", usage: usage) }
+        guard let (projection, impliedType) = ProjectionName.parse(name) else {
+            throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames))", usage: usage)
+        }
+        var filter = RowFilter(user: arguments.value("user"), type: impliedType)
+        if let text = arguments.value("type") {
+            guard let type = QuantityType(name: text) else {
+                throw CLIError.usage("unknown type '\(text)' (expected \(QuantityType.acceptedNames))", usage: usage)
+            }
+            if let impliedType, impliedType != type {
+                throw CLIError.usage("daily-steps is daily --type steps; it cannot take --type \(text)", usage: usage)
+            }
+            filter.type = type
+        }
+        func date(_ option: String) throws -> CivilDate? {
+            guard let text = arguments.value(option) else { return nil }
+            guard let date = CivilDate(parsing: text) else {
+                throw CLIError.usage("'--\(option)' needs a date that exists, as YYYY-MM-DD, got '\(text)'", usage: usage)
+            }
+            return date
+        }
+        var today = false
+        if let text = arguments.value("date") {
+            guard arguments.value("from") == nil, arguments.value("to") == nil else {
+                throw CLIError.usage("--date cannot be combined with --from or --to", usage: usage)
+            }
+            if text == "today" {
+                today = true
+            } else {
+                filter.from = try date("date")
+                filter.to = filter.from
+            }
+        } else {
+            filter.from = try date("from")
+            filter.to = try date("to")
+        }
+        let fallback = arguments.has("fallback")
+        if fallback {
+            guard projection == .daily, arguments.value("date") != nil else {
+                throw CLIError.usage("--fallback works with daily (or daily-steps) and --date", usage: usage)
+            }
+        }
+        let format: RowFormat
+        if arguments.value("format") == "chart" {
+            format = .chart
+        } else {
+            do {
+                format = .rows(try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage))
+            } catch CLIError.usage(let message, let usage) {
+                throw CLIError.usage(message.replacingOccurrences(of: "ndjson or csv)", with: "ndjson, csv or chart)"), usage: usage)
+            }
+        }
+        return RowRequest(projection: projection, filter: filter, fallback: fallback, format: format, today: today)
+    }
+
+    /// Resolves `--date today` in the user's profile zone (with `--user`), else the ledger's.
+    static func resolveToday(_ request: inout RowRequest, log: EventLog, now: Timestamp) throws {
+        guard request.today else { return }
+        var zone = try log.defaultZone()
+        if let user = request.filter.user, let name = try log.profileZone(of: user), let profile = Zone(name) {
+            zone = profile
+        }
+        let local = now.microseconds / 1_000_000 + Int64(zone.offset(at: now))
+        let day = CivilDate(daysSinceEpoch: Int(local.floorDivided(by: 86_400).quotient))
+        request.filter.from = day
+        request.filter.to = day
+    }
+
+    /// The rows of the request; with `--fallback`, each user and type without a row on the
+    /// day gets its last-known row marked `"stale": true` (fresh rows get `"stale": false`).
+    static func fetchRows(_ request: RowRequest,
+                          _ read: (ProjectionName, RowFilter) throws -> [Row]) throws -> [Row] {
+        var rows = try read(request.projection, request.filter)
+        guard request.fallback else { return rows }
+        rows = rows.map { row in
+            var fresh = row
+            fresh.values["stale"] = .bool(false)
+            return fresh
+        }
+        var known = RowFilter(user: request.filter.user, type: request.filter.type)
+        known.to = request.filter.to
+        let have = Set(rows.map { [$0.values["user"]?.stringValue ?? "", $0.values["type"]?.stringValue ?? ""] })
+        for row in try read(.lastKnown, known) {
+            let key = [row.values["user"]?.stringValue ?? "", row.values["type"]?.stringValue ?? ""]
+            guard !have.contains(key) else { continue }
+            var stale = row
+            stale.values["stale"] = .bool(true)
+            rows.append(stale)
+        }
+        return Row.sorted(rows)
+    }
+
+    static func parseWhen(_ text: String, context: CommandContext, arguments: ParsedArguments) throws -> Timestamp {
+        if let (instant, _) = try? Timestamp.parseRFC3339(text) { return instant }
+        if let date = CivilDate(parsing: text) {
+            // The end of that day in the ledger's default zone.
+            let log = try context.openLog(arguments, create: false)
+            let window = DayCalendar().window(of: date.daysSinceEpoch, in: try log.defaultZone())
+            return Timestamp(microseconds: window.end - 1)
+        }
+        throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(text)'", usage: arguments.usage)
+    }
+
+    static func write(_ rows: [Row], request: RowRequest, to sink: OutputSink) {
+        var columns = request.projection.columns
+        if request.fallback {
+            // Stale rows are last-known rows: show their extra columns too.
+            columns = ["user", "type", "date", "value", "unit", "samples", "sources", "latestSampleEnd", "seq", "recorded", "stale"]
+        } else if request.projection == .lastKnown {
+            columns.removeAll { $0 == "stale" }
+        }
+        switch request.format {
+        case .chart:
+            sink.write(Chart.render(rows, projection: request.projection))
+        case .rows(let format):
+            var set = RowSet(columns: columns)
+            for row in rows { set.append(columns.map { row.values[$0] }) }
+            set.roundedValues = true
+            set.write(format, to: sink)
+        }
+    }
+}
