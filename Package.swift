@@ -35,9 +35,11 @@ let package = Package(
                 path: "Tests/LedgerTestSupport"),
         .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"],
                     path: "Tests/LedgerCoreTests"),
-        .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore", "LedgerTestSupport"],
+        .testTarget(name: "ProjectionsTests", dependencies: ["Projections", "LedgerCore", "LedgerTestSupport"],
+                    path: "Tests/ProjectionsTests"),
+        .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerStoreTests"),
-        .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "LedgerTestSupport"],
+        .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerCLITests"),
     ],
     swiftLanguageModes: [.v6]

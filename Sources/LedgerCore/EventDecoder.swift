@@ -103,7 +103,14 @@ public enum EventDecoder {
         let syncId = try name(object, "syncId")
         var syncVersion: Int64?
         if let versionValue = object["syncVersion"] {
-            guard case .int(let version) = versionValue, version >= 0 else {
+            var whole: Int64?
+            switch versionValue {
+            case .int(let number): whole = number
+            case .double(let number) where number.isFinite && number == number.rounded() && abs(number) < 9e15:
+                whole = Int64(number)
+            default: whole = nil
+            }
+            guard let version = whole, version >= 0 else {
                 throw FieldError("syncVersion", "'syncVersion' must be a whole number ≥ 0, got \(describe(versionValue))")
             }
             guard syncId != nil else {
@@ -269,7 +276,7 @@ public enum EventDecoder {
     static func checkName(_ text: String, field: String) throws(FieldError) {
         guard !text.isEmpty else { throw FieldError(field, "'\(field)' must not be empty") }
         guard text.utf8.count <= maxNameBytes else { throw FieldError(field, "'\(field)' is longer than 1 KiB") }
-        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
             throw FieldError(field, "'\(field)' contains a control character")
         }
     }
@@ -346,6 +353,8 @@ public enum EventDecoder {
         switch value {
         case .string(let text): "'\(clip(text))'"
         case .int(let number): String(number)
+        case .double(let number) where !number.isFinite:
+            String(number)
         case .double(let number):
             {
                 var bytes: [UInt8] = []

@@ -86,7 +86,7 @@ public enum EventInput {
                 case .success(let value):
                     values.append((.line(lineNumber), value))
                 case .failure(let error):
-                    let truncated = next >= count && error.message.contains("end of file")
+                    let truncated = next >= count && error.isPrematureEnd
                     let hint = truncated ? " (the last line looks truncated)" : ""
                     throw InputError(location: .line(lineNumber),
                                      message: "malformed JSON: \(error.message) (column \(error.column))\(hint)")

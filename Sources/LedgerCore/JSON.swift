@@ -24,6 +24,9 @@ public enum JSONValue: Sendable, Equatable {
         public var line: Int
         /// 1-based column within that line.
         public var column: Int
+        /// Whether the text ended in the middle of a value (Jansson's
+        /// `json_error_premature_end_of_input`): a truncated document.
+        public var isPrematureEnd: Bool = false
     }
 
     /// Parses one JSON document (any value at top level) with Jansson.
@@ -41,7 +44,8 @@ public enum JSONValue: Sendable, Equatable {
             let text = withUnsafeBytes(of: &error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            throw SyntaxError(message: text, line: Int(error.line), column: Int(error.column))
+            let premature = ledger_json_error_code(&error) == Int32(json_error_premature_end_of_input.rawValue)
+            throw SyntaxError(message: text, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
         defer { json_decref(root) }
         return convert(root)

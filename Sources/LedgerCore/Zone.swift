@@ -22,11 +22,21 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
             return
         }
         // Foundation also accepts abbreviations such as "EST" and forms such as "GMT+5";
-        // require the IANA shape (a known identifier) so that stored zones stay portable.
-        guard TimeZone.knownTimeZoneIdentifiers.contains(text) || text == "UTC" || text == "GMT",
+        // require an IANA name (Area/Location, or UTC/GMT) so that stored zones stay portable.
+        // knownTimeZoneIdentifiers alone is not enough: on Linux it omits Asia/Kolkata and Etc/*.
+        guard Zone.looksLikeIANAName(text) || TimeZone.knownTimeZoneIdentifiers.contains(text),
               let zone = TimeZone(identifier: text)
         else { return nil }
         self.init(name: text, timeZone: zone)
+    }
+
+    static func looksLikeIANAName(_ text: String) -> Bool {
+        if text == "UTC" || text == "GMT" { return true }
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[0].first?.isUppercase == true else { return false }
+        return parts.allSatisfy { part in
+            !part.isEmpty && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_+-".contains($0)) }
+        }
     }
 
     /// `+08:00` → 28800; nil when not of that shape.

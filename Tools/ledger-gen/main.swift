@@ -107,6 +107,7 @@ let phone: JSONValue = .object(["name": .string("iPhone"), "bundle": .string("co
 let watch: JSONValue = .object(["name": .string("Apple Watch"), "bundle": .string("com.apple.health"),
                                 "device": .string("Watch6,1")])
 var sampleIDs: [String] = []
+var watchSamples = 0
 
 for userIndex in 0..<options.users {
     let user = "user-\(userIndex + 1)"
@@ -151,7 +152,8 @@ for userIndex in 0..<options.users {
                                                    ("start", time(Timestamp(seconds: cursor))),
                                                    ("end", time(Timestamp(seconds: sampleEnd))),
                                                    ("source", watch), ("zone", .string(options.zone))]
-                let stepsID = UUID.derived(from: Array("watch-\(user)-\(cursor)-\(options.seed)".utf8)).lowercased
+                watchSamples += 1
+                let stepsID = UUID.derived(from: Array("watch-\(user)-\(watchSamples)-\(options.seed)".utf8)).lowercased
                 sampleIDs.append(stepsID)
                 emit(base + [("id", .string(stepsID)), ("type", .string("steps")), ("value", .double(steps)), ("unit", .string("count"))])
                 emit(base + [("type", .string("active-energy")), ("value", .double(rounded(steps * 0.045, 100))), ("unit", .string("kcal"))])

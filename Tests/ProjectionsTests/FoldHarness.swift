@@ -1,0 +1,40 @@
+import Foundation
+import LedgerCore
+import Projections
+import Testing
+
+/// Folds NDJSON events into a fresh in-memory store, one batch per call to `append`, and
+/// reads rows back: the projections without LMDB.
+final class FoldHarness {
+    let store = MemoryStateStore()
+    let context: FoldContext
+    private(set) var seq: UInt64 = 0
+    private(set) var changes: [RowChange] = []
+
+    init(defaultZone: String = "UTC") {
+        context = FoldContext(defaultZone: Zone(defaultZone)!)
+    }
+
+    /// Folds `lines` (NDJSON) as one batch, with `recorded` = seq seconds after 2026-01-01.
+    func append(_ lines: String...) throws {
+        let fold = ActivityFold(store: store, context: context)
+        for (_, event) in try EventInput.decode(Array(lines.joined(separator: "\n").utf8)) {
+            seq += 1
+            try fold.apply(LoggedEvent(seq: seq, recorded: Timestamp(seconds: 1_767_225_600 + Int64(seq)), event: event))
+        }
+        changes += try fold.flush()
+    }
+
+    func rows(_ projection: ProjectionName, _ filter: RowFilter = RowFilter()) throws -> [Row] {
+        try ProjectionQuery(store: store).rows(projection, filter: filter)
+    }
+
+    /// `daily` values by "user type date".
+    func daily(_ type: QuantityType = .steps) throws -> [String: Double] {
+        var result: [String: Double] = [:]
+        for row in try rows(.daily, RowFilter(type: type)) {
+            result["\(row.values["user"]!.stringValue!) \(row.values["date"]!.stringValue!)"] = row.values["value"]!.numberValue!
+        }
+        return result
+    }
+}
