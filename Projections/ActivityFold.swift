@@ -64,7 +64,8 @@ public final class ActivityFold {
     private var userIDs: [String: UInt32] = [:]
     private var buckets: [DayKey: [BucketEntry]] = [:]
     private var dirtyDays: [DayKey: Cause] = [:]
-    private var touched: [UserType: Cause] = [:]
+    /// Per user and type, every (event, day) the batch touched: for `last-known`'s cause.
+    private var touches: [UserType: [(cause: Cause, day: Int)]] = [:]
     private var changes: [RowChange] = []
 
     public init(store: any StateStore, context: FoldContext) {
@@ -119,6 +120,11 @@ public final class ActivityFold {
     private func place(_ record: SampleRecord, id: UUID, user: UserState, cause: Cause) throws {
         var record = record
         let zoneName = record.zone ?? user.zone ?? context.defaultZone.name
+        var user = try userState(record.user)
+        if !user.zones.contains(zoneName) {
+            user.zones.append(zoneName)
+            setUserState(record.user, user)
+        }
         let zone = calendar.zone(named: zoneName)
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
         let entry = BucketEntry(id: id, source: record.source, zone: zoneName, start: record.start.microseconds,
@@ -129,6 +135,7 @@ public final class ActivityFold {
             buckets[key]!.append(entry)
             markDirty(key, cause)
         }
+        try markNeighbours(of: record, user: user, cause: cause)
         try store.put(.samples, id.bytes, record.encoded)
     }
 
@@ -137,18 +144,31 @@ public final class ActivityFold {
     private func removeSample(_ id: UUID, cause: Cause) throws -> SampleRecord? {
         guard let bytes = try store.get(.samples, id.bytes) else { return nil }
         let record = SampleRecord(decoding: bytes)
-        unplace(record, id: id, cause: cause)
+        try unplace(record, id: id, cause: cause)
         try store.delete(.samples, id.bytes)
         try store.delete(.userSamples, StateKey.user(record.user) + id.bytes)
         return record
     }
 
-    private func unplace(_ record: SampleRecord, id: UUID, cause: Cause) {
+    private func unplace(_ record: SampleRecord, id: UUID, cause: Cause) throws {
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
-            try? loadBucket(key)
+            try loadBucket(key)
             buckets[key]?.removeAll { $0.id == id }
             markDirty(key, cause)
+        }
+        try markNeighbours(of: record, user: try userState(record.user), cause: cause)
+    }
+
+    /// Local days in different zones overlap in time by up to 26 hours, so once a user has
+    /// samples in more than one zone, a sample also competes with samples bucketed up to two
+    /// days either side: those days are recomputed too.
+    private func markNeighbours(of record: SampleRecord, user: UserState, cause: Cause) throws {
+        guard user.hasMixedZones, let first = record.days.first, let last = record.days.last else { return }
+        for day in (first - 2)...(last + 2) where !record.days.contains(day) {
+            let key = DayKey(user: record.user, type: record.type, day: day)
+            try loadBucket(key)
+            if !(buckets[key]?.isEmpty ?? true) { markDirty(key, cause) }
         }
     }
 
@@ -159,7 +179,7 @@ public final class ActivityFold {
         case .amend:
             guard let bytes = try store.get(.samples, correction.target.bytes) else { return }
             var record = SampleRecord(decoding: bytes)
-            unplace(record, id: correction.target, cause: cause)
+            try unplace(record, id: correction.target, cause: cause)
             if let unit = correction.unit { record.unit = unit }
             if let value = correction.value { record.value = value }
             if let start = correction.start { record.start = start }
@@ -190,7 +210,7 @@ public final class ActivityFold {
             for id in ids {
                 guard let bytes = try store.get(.samples, id.bytes) else { continue }
                 let record = SampleRecord(decoding: bytes)
-                unplace(record, id: id, cause: cause)
+                try unplace(record, id: id, cause: cause)
                 try place(record, id: id, user: user, cause: cause)
             }
         }
@@ -230,11 +250,12 @@ public final class ActivityFold {
         for (key, cause) in days {
             try recompute(key, cause: cause)
         }
-        let userTypes = touched.sorted { a, b in
-            a.value.seq != b.value.seq ? a.value.seq < b.value.seq : (a.key.user, a.key.type.code) < (b.key.user, b.key.type.code)
+        let userTypes = touches.keys.sorted { a, b in
+            let (x, y) = (touches[a]!.map(\.cause.seq).max()!, touches[b]!.map(\.cause.seq).max()!)
+            return x != y ? x < y : (a.user, a.type.code) < (b.user, b.type.code)
         }
-        for (userType, cause) in userTypes {
-            try recomputeLastKnown(userType, cause: cause)
+        for userType in userTypes {
+            try recomputeLastKnown(userType, touches: touches[userType]!)
         }
         let result = changes.sorted { $0.seq < $1.seq }
         users.removeAll()
@@ -242,7 +263,7 @@ public final class ActivityFold {
         userIDs.removeAll()
         buckets.removeAll()
         dirtyDays.removeAll()
-        touched.removeAll()
+        touches.removeAll()
         changes.removeAll()
         return result
     }
@@ -258,12 +279,30 @@ public final class ActivityFold {
         }
         let user = try userState(key.user)
         // A canonical order, so sums do not depend on the order events arrived in.
-        let ordered = entries.sorted { ($0.start, $0.end, $0.id.uuidString) < ($1.start, $1.end, $1.id.uuidString) }
-        let shares = ordered.enumerated().map { position, entry -> DayShare in
+        let ordered = entries.sorted { a, b in
+            if a.start != b.start { return a.start < b.start }
+            if a.end != b.end { return a.end < b.end }
+            return a.id.bytes.lexicographicallyPrecedes(b.id.bytes)
+        }
+        var shares = ordered.enumerated().map { position, entry -> DayShare in
             let window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
             return DayShare(index: position, source: entry.source, rank: user.rank(of: entry.source, type: key.type),
                             start: entry.start, end: entry.end, value: entry.value,
                             clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))
+        }
+        if user.hasMixedZones {
+            // Samples bucketed on nearby days in other zones compete for the same hours.
+            var seen = Set(entries.map(\.id))
+            for day in (key.day - 2)...(key.day + 2) where day != key.day {
+                let neighbour = DayKey(user: key.user, type: key.type, day: day)
+                try loadBucket(neighbour)
+                for entry in buckets[neighbour] ?? [] where !seen.contains(entry.id) {
+                    seen.insert(entry.id)
+                    shares.append(DayShare(index: shares.count, isTarget: false, source: entry.source,
+                                           rank: user.rank(of: entry.source, type: key.type), start: entry.start,
+                                           end: entry.end, value: entry.value, clippedStart: entry.start, clippedEnd: entry.end))
+                }
+            }
         }
 
         let previousDaily = try store.get(.daily, keyBytes).map(DailyValue.init(decoding:))
@@ -287,13 +326,13 @@ public final class ActivityFold {
                                          previous: before[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) }))
             }
         }
-        let userType = UserType(user: key.user, type: key.type)
-        if (touched[userType]?.seq ?? 0) < cause.seq { touched[userType] = cause }
     }
 
     /// `last-known`: the latest day with a non-zero total, that total, and the end of the
-    /// latest sample (which lies in the latest non-empty bucket).
-    private func recomputeLastKnown(_ userType: UserType, cause: Cause) throws {
+    /// latest sample. Its `seq` is the latest event of the batch that touched a day from the
+    /// earlier of the old and new reported days on: an event that only back-filled an older
+    /// day did not change it.
+    private func recomputeLastKnown(_ userType: UserType, touches: [(cause: Cause, day: Int)]) throws {
         let prefix = StateKey.userType(userType.user, userType.type)
         var latest: (day: Int, value: Double)?
         try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
@@ -302,23 +341,33 @@ public final class ActivityFold {
             latest = (StateKey.parseDay(key).day, daily.value)
             return false
         }
+        // The latest end lies in one of the last three bucketed days: local days of different
+        // zones are at most 26 hours apart.
         var latestEnd: Int64?
-        try store.scan(.buckets, prefix: prefix, reverse: true) { _, value in
-            latestEnd = BucketEntry.decode(value).map(\.end).max()
-            return false
+        var lastDay: Int?
+        try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
+            let day = StateKey.parseDay(key).day
+            if lastDay == nil { lastDay = day }
+            guard day >= lastDay! - 2 else { return false }
+            let end = BucketEntry.decode(value).map(\.end).max()
+            if let end, end > (latestEnd ?? .min) { latestEnd = end }
+            return true
         }
         let key = prefix
         let previous = try store.get(.lastKnown, key).map(LastKnownValue.init(decoding:))
+        if let previous, let latest, let latestEnd, previous.day == latest.day, previous.value == latest.value,
+           previous.latestSampleEnd == latestEnd {
+            return  // unchanged: keep the event that last changed it
+        }
+        guard latest != nil || previous != nil else { return }
+        let from = [latest?.day, previous?.day].compactMap { $0 }.min()!
+        let relevant = touches.filter { $0.day >= from }
+        let cause = (relevant.isEmpty ? touches : relevant).max { $0.cause.seq < $1.cause.seq }!.cause
         var next: LastKnownValue?
         if let latest, let latestEnd {
             next = LastKnownValue(day: latest.day, value: latest.value, latestSampleEnd: latestEnd,
                                   seq: cause.seq, recorded: cause.recorded)
-            if let previous, previous.day == latest.day, previous.value == latest.value,
-               previous.latestSampleEnd == latestEnd {
-                return  // unchanged: keep the event that last changed it
-            }
         }
-        guard next != nil || previous != nil else { return }
         if let next { try store.put(.lastKnown, key, next.encoded) } else { try store.delete(.lastKnown, key) }
         let name = try userState(userType.user).name
         changes.append(RowChange(seq: cause.seq, projection: .lastKnown,
@@ -330,6 +379,7 @@ public final class ActivityFold {
 
     private func markDirty(_ key: DayKey, _ cause: Cause) {
         if (dirtyDays[key]?.seq ?? 0) < cause.seq { dirtyDays[key] = cause }
+        touches[UserType(user: key.user, type: key.type), default: []].append((cause, key.day))
     }
 
     private func markAllDays(user: UInt32, type: QuantityType, cause: Cause) throws {

@@ -3,6 +3,8 @@ import LedgerCore
 /// One sample's part in one day, ready for merging.
 struct DayShare {
     var index: Int
+    /// False for a sample of a neighbouring day (in another zone) that only competes for time.
+    var isTarget: Bool = true
     var source: String
     var rank: Int
     /// The whole sample.
@@ -23,54 +25,57 @@ enum DailyMerge {
     /// `value × won time / its duration`. Intervals are half-open. A zero-length sample counts
     /// unless a higher-priority source covers its instant. Nil when there are no samples.
     static func daily(_ shares: [DayShare]) -> DailyValue? {
-        guard !shares.isEmpty else { return nil }
+        guard shares.contains(where: \.isTarget) else { return nil }
         var won = [Int64](repeating: 0, count: shares.count)
-        var counted = [Bool](repeating: false, count: shares.count)
 
-        // Sweep the boundaries of the non-zero-length shares.
-        var boundaries: [(time: Int64, opens: Bool, share: Int)] = []
-        for (position, share) in shares.enumerated() where !share.isInstant && share.clippedEnd > share.clippedStart {
-            boundaries.append((share.clippedStart, true, position))
-            boundaries.append((share.clippedEnd, false, position))
+        // Sweep over real time. Every sample covers its whole interval (so samples bucketed on
+        // other local days, in other zones, compete too); a target wins time only inside its
+        // own day. Window edges are boundaries, so each stretch is wholly in or out of a window.
+        var boundaries: [(time: Int64, kind: Int8, share: Int)] = []  // kind: -1 close, 0 edge, 1 open
+        for (position, share) in shares.enumerated() where !share.isInstant {
+            boundaries.append((share.start, 1, position))
+            boundaries.append((share.end, -1, position))
+            if share.isTarget {
+                boundaries.append((share.clippedStart, 0, position))
+                boundaries.append((share.clippedEnd, 0, position))
+            }
         }
         // Closings before openings at the same instant: intervals are half-open.
-        boundaries.sort { $0.time != $1.time ? $0.time < $1.time : (!$0.opens && $1.opens) }
+        boundaries.sort { $0.time != $1.time ? $0.time < $1.time : $0.kind < $1.kind }
         var active: [Int] = []
         var cursor = 0
         while cursor < boundaries.count {
             let time = boundaries[cursor].time
             while cursor < boundaries.count, boundaries[cursor].time == time {
                 let boundary = boundaries[cursor]
-                if boundary.opens {
+                if boundary.kind == 1 {
                     active.append(boundary.share)
-                } else if let at = active.firstIndex(of: boundary.share) {
+                } else if boundary.kind == -1, let at = active.firstIndex(of: boundary.share) {
                     active.remove(at: at)
                 }
                 cursor += 1
             }
             guard cursor < boundaries.count, !active.isEmpty else { continue }
-            let length = boundaries[cursor].time - time
+            let next = boundaries[cursor].time
             let best = active.map { shares[$0].rank }.min()!
-            for position in active where shares[position].rank == best {
-                won[position] += length
+            for position in active where shares[position].rank == best && shares[position].isTarget {
+                let share = shares[position]
+                if time >= share.clippedStart, next <= share.clippedEnd {
+                    won[position] += next - time
+                }
             }
-        }
-
-        // Zero-length shares: counted unless a better-ranked sample covers the instant.
-        for (position, share) in shares.enumerated() where share.isInstant {
-            let covered = shares.contains { other in
-                !other.isInstant && other.rank < share.rank
-                    && other.clippedStart <= share.start && share.start < other.clippedEnd
-            }
-            counted[position] = !covered
         }
 
         var total = 0.0
         var samples = 0
         var sources = Set<String>()
-        for (position, share) in shares.enumerated() {
+        for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
-                guard counted[position] else { continue }
+                // A zero-length sample counts unless a better-ranked sample covers its instant.
+                let covered = shares.contains { other in
+                    !other.isInstant && other.rank < share.rank && other.start <= share.start && share.start < other.end
+                }
+                guard !covered else { continue }
                 total += share.value
             } else {
                 guard won[position] > 0 else { continue }
@@ -86,7 +91,7 @@ enum DailyMerge {
     /// `per-source`: each source's samples summed over their share of the day, not merged.
     static func perSource(_ shares: [DayShare]) -> [PerSourceValue] {
         var bySource: [String: PerSourceValue] = [:]
-        for share in shares {
+        for share in shares where share.isTarget {
             let part: Double
             if share.isInstant {
                 part = share.value

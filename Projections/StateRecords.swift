@@ -53,6 +53,11 @@ struct UserState: Equatable {
     var priority: [QuantityType: [String]] = [:]
     /// Per type, source names in order of their first sample in the log.
     var sources: [QuantityType: [String]] = [:]
+    /// Every zone this user's samples were bucketed in. While there is one, samples on
+    /// different local days cannot overlap in time, and each day is merged on its own.
+    var zones: [String] = []
+
+    var hasMixedZones: Bool { zones.count > 1 }
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
@@ -66,6 +71,8 @@ struct UserState: Equatable {
             writer.u32(UInt32(seen.count))
             seen.forEach { writer.string($0) }
         }
+        writer.u32(UInt32(zones.count))
+        zones.forEach { writer.string($0) }
         return writer.bytes
     }
 
@@ -82,6 +89,7 @@ struct UserState: Equatable {
             let seenCount = reader.u32()
             if seenCount > 0 { sources[type] = (0..<seenCount).map { _ in reader.string() } }
         }
+        zones = (0..<reader.u32()).map { _ in reader.string() }
     }
 
     /// Lower is higher priority: listed sources by their place in the list, then the others

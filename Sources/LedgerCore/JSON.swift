@@ -202,7 +202,14 @@ extension JSONValue {
 
     public static func writeString(_ value: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
+        let utf8 = value.utf8
+        // Most strings need no escaping: copy them whole.
+        if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            out.append(contentsOf: utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
+        for byte in utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
             case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])

@@ -105,10 +105,16 @@ extension EventLog {
             let idKey = event.id.bytes
             if let existing = try txn.get(ids, idKey) {
                 let existingSeq = UInt64(bigEndianBytes: existing)
-                let same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
-                    stored.count == EventRecord.headerSize + body.count
-                        && body.withUnsafeBytes { $0.elementsEqual(stored[EventRecord.headerSize...]) }
-                } ?? false
+                let same: Bool
+                if existingSeq > head.seq {
+                    // Earlier in this batch: its record is written once the batch is complete.
+                    same = pending[Int(existingSeq - head.seq - 1)].body == body
+                } else {
+                    same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
+                        stored.count == EventRecord.headerSize + body.count
+                            && body.withUnsafeBytes { $0.elementsEqual(stored[EventRecord.headerSize...]) }
+                    } ?? false
+                }
                 guard same else {
                     throw InputError(location: location, field: "id",
                                      message: "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")

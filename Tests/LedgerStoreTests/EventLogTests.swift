@@ -75,6 +75,23 @@ struct EventLogTests {
         }
     }
 
+    @Test("the same event twice in one batch is one event and one duplicate; other content conflicts")
+    func duplicateWithinBatch() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let line = sampleLine(value: 5)
+            let result = try log.append(try batch(line + "\n" + sampleLine(value: 6) + "\n" + line))
+            #expect(result.appended == 2)
+            #expect(result.duplicates == 1)
+            #expect(result.outcomes == [.appended(1), .appended(2), .duplicate(1)])
+            let id = "7a1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            #expect(throws: InputError.self) {
+                try log.append(try batch(sampleLine(id: id, value: 1) + "\n" + sampleLine(id: id, value: 2)))
+            }
+            #expect(try log.head().seq == 2)
+        }
+    }
+
     @Test("a reused id with other content is a conflict and writes nothing")
     func conflictWritesNothing() throws {
         try withTemporaryLedger { path in

@@ -1,0 +1,158 @@
+import Foundation
+import LedgerCLI
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// An in-process run with the clock fixed at `now`.
+func ledger(_ arguments: [String], stdin: String = "", db: String, now: String) -> Run {
+    let out = OutputSink(), err = OutputSink()
+    let instant = try! Timestamp.parseRFC3339(now).0
+    let status = LedgerCommandLine.run(arguments: arguments, environment: ["LEDGER_DB": db],
+                                       stdin: .bytes(Array(stdin.utf8)), stdout: out, stderr: err,
+                                       clock: { instant })
+    return Run(status: status, stdout: out.text, stderr: err.text)
+}
+
+/// An iPhone and a Watch on the same walk, and a late-evening walk across midnight.
+let walkTogether = """
+{"kind":"sample","type":"steps","value":600,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}
+{"kind":"sample","type":"steps","value":500,"start":"2026-11-29T08:05:00Z","end":"2026-11-29T08:10:00Z","source":"Watch"}
+{"kind":"sample","type":"steps","value":100,"start":"2026-11-29T23:50:00Z","end":"2026-11-30T00:10:00Z","source":"iPhone"}
+{"kind":"grant","client":"coach","read":["steps"]}
+
+"""
+
+@Suite("project, replay, rebuild")
+struct ProjectCommandTests {
+    @Test("daily-steps merges sources; per-source does not (golden ndjson)")
+    func dailyAndPerSource() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            // 29th: the iPhone (first seen, so higher priority) covers 08:00–08:10 alone: 600,
+            // plus half of the 23:50–00:10 walk: 50. The Watch's 500 loses. 30th: the other 50.
+            #expect(ledger(["project", "daily-steps"], db: db).stdout == """
+            {"user":"default","type":"steps","date":"2026-11-29","value":650,"unit":"count","samples":2,"sources":1}
+            {"user":"default","type":"steps","date":"2026-11-30","value":50,"unit":"count","samples":1,"sources":1}
+
+            """)
+            #expect(ledger(["project", "per-source", "--date", "2026-11-29"], db: db).stdout == """
+            {"user":"default","type":"steps","date":"2026-11-29","source":"Watch","value":500,"unit":"count","samples":1}
+            {"user":"default","type":"steps","date":"2026-11-29","source":"iPhone","value":650,"unit":"count","samples":2}
+
+            """)
+            // Preferring the Watch flips who wins 08:05–08:10: 300 + 500 + 50.
+            let profile = #"{"kind":"profile","priority":{"steps":["Watch","iPhone"]}}"#
+            #expect(ledger(["append"], stdin: profile, db: db).status == 0)
+            let flipped = ledger(["project", "daily", "--from", "2026-11-29", "--to", "2026-11-29", "--format", "csv"], db: db)
+            #expect(flipped.stdout == "user,type,date,value,unit,samples,sources\ndefault,steps,2026-11-29,850,count,3,2\n")
+        }
+    }
+
+    @Test("table, json, chart and grants formats")
+    func formats() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            let table = ledger(["project", "daily", "--format", "table"], db: db).stdout
+            #expect(table == """
+            USER     TYPE   DATE        VALUE  UNIT   SAMPLES  SOURCES
+            default  steps  2026-11-29  650    count  2        1
+            default  steps  2026-11-30  50     count  1        1
+
+            """)
+            let json = ledger(["project", "daily", "--format", "json"], db: db).stdout
+            guard case .array(let rows) = try JSONValue.parse(Array(json.utf8)) else {
+                Issue.record("not an array: \(json)")
+                return
+            }
+            #expect(rows.count == 2)
+            let chart = ledger(["project", "daily", "--format", "chart"], db: db).stdout.split(separator: "\n")
+            #expect(chart.count == 2)
+            #expect(chart[0].hasPrefix("2026-11-29  " + String(repeating: "█", count: 40)))
+            #expect(chart[0].hasSuffix(" 650 count"))
+            // 50 / 650 of 40 cells = 3.08 cells = 24.6 eighths, rounded to 25: three blocks and one eighth.
+            #expect(chart[1].hasPrefix("2026-11-30  ███▏ "))
+            let grants = ledger(["project", "grants"], db: db).stdout
+            #expect(grants.hasPrefix(#"{"user":"default","client":"coach","read":["steps"],"share":[],"updated":""#))
+            #expect(grants.hasSuffix(#","seq":4}"# + "\n"))
+        }
+    }
+
+    @Test("--date today --fallback: today's row, else last-known marked stale")
+    func fallback() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            let fresh = ledger(["project", "daily-steps", "--date", "today", "--fallback"], db: db, now: "2026-11-29T12:00:00Z")
+            #expect(fresh.stdout.contains(#""date":"2026-11-29","value":650"#))
+            #expect(fresh.stdout.contains(#""stale":false"#))
+            let stale = ledger(["project", "daily-steps", "--date", "today", "--fallback"], db: db, now: "2026-12-03T12:00:00Z")
+            #expect(stale.stdout.hasPrefix(#"{"user":"default","type":"steps","date":"2026-11-30","value":50,"unit":"count","latestSampleEnd":"2026-11-30T00:10:00.000000Z","seq":3,"#))
+            #expect(stale.stdout.contains(#""stale":true}"#))
+            let none = ledger(["project", "daily-steps", "--date", "today"], db: db, now: "2026-12-03T12:00:00Z")
+            #expect(none.stdout.isEmpty)
+            let lastKnown = ledger(["project", "last-known"], db: db).stdout
+            #expect(lastKnown.contains(#""date":"2026-11-30","value":50"#))
+        }
+    }
+
+    @Test("replay --to-seq prints what project printed then, and the as-of line on stderr")
+    func replay() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            let before = ledger(["project", "daily"], db: db).stdout
+            let retract = #"{"kind":"correction","target":"\#(try firstSampleID(db))","action":"retract","reason":"duplicate"}"#
+            #expect(ledger(["append"], stdin: retract, db: db).status == 0)
+            #expect(ledger(["project", "daily"], db: db).stdout != before)
+            let replay = ledger(["replay", "--to-seq", "4", "--projection", "daily"], db: db)
+            #expect(replay.status == 0)
+            #expect(replay.stdout == before)
+            let head4 = try EventLog(path: db, create: false).record(at: 4)!
+            #expect(replay.stderr == "as of seq 4, recorded \(head4.recorded.rfc3339), hash \(head4.hash.hex)\n")
+            let byTime = ledger(["replay", "--to", head4.recorded.rfc3339], db: db)
+            #expect(byTime.stdout == before)
+            let beforeAll = ledger(["replay", "--to", "2000-01-01"], db: db)
+            #expect(beforeAll.stdout.isEmpty)
+            #expect(beforeAll.stderr.hasPrefix("as of seq 0, "))
+        }
+    }
+
+    @Test("rebuild and verify")
+    func rebuildAndVerify() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            let rebuild = ledger(["rebuild"], db: db)
+            #expect(rebuild.status == 0)
+            #expect(rebuild.stdout.hasPrefix("rebuilt daily, per-source, last-known, grants from 4 events in "))
+            let verify = ledger(["verify"], db: db)
+            #expect(verify.stdout.hasSuffix("projections match a fresh fold (7 rows)\n"))
+        }
+    }
+
+    @Test("usage errors for project and replay")
+    func usageErrors() {
+        let cases: [([String], String)] = [
+            (["project"], "Error: missing projection NAME"),
+            (["project", "daly"], "Error: unknown projection 'daly'. Did you mean 'daily'?"),
+            (["project", "daily", "--type", "sleep"], "Error: unknown type 'sleep'"),
+            (["project", "daily-steps", "--type", "distance"], "Error: daily-steps is daily --type steps"),
+            (["project", "daily", "--date", "2026-02-30"], "Error: '--date' needs a date that exists"),
+            (["project", "per-source", "--date", "today", "--fallback"], "Error: --fallback works with daily"),
+            (["project", "daily", "--format", "xml"], "Error: unknown format 'xml' (expected table, json, ndjson, csv or chart)"),
+            (["replay", "--projection", "daily"], "Error: replay needs --to WHEN or --to-seq N"),
+            (["replay", "--to", "yesterday-ish"], "Error: '--to' needs an RFC 3339 timestamp"),
+            (["rebuild", "dialy"], "Error: unknown projection 'dialy'. Did you mean 'daily'?"),
+        ]
+        for (arguments, message) in cases {
+            let run = ledger(arguments)
+            #expect(run.status == 64, "\(arguments): \(run.stderr)")
+            #expect(run.stderr.hasPrefix(message), "\(arguments): \(run.stderr)")
+        }
+    }
+
+    func firstSampleID(_ db: String) throws -> String {
+        let line = ledger(["log", "--limit", "1"], db: db).stdout
+        let object = try #require(try JSONValue.parse(Array(line.utf8)).objectValue)
+        return try #require(object["id"]?.stringValue)
+    }
+}
