@@ -25,6 +25,16 @@ echo "\$ ledger log --kind correction --format table"
 "$bin/ledger" log --kind correction --format table
 echo "\$ ledger log --limit 1"
 "$bin/ledger" log --limit 1
+echo "\$ ledger project daily-steps --user user-1 --format table   # iPhone and Watch merged"
+"$bin/ledger" project daily-steps --user user-1 --format table
+echo "\$ ledger project per-source --user user-1 --type steps --date 2026-01-02 --format table   # not merged"
+"$bin/ledger" project per-source --user user-1 --type steps --date 2026-01-02 --format table
+echo "\$ ledger project daily-steps --user user-2 --format chart"
+"$bin/ledger" project daily-steps --user user-2 --format chart
+echo "\$ ledger project daily-steps --user user-1 --date today --fallback   # no data today: stale last-known"
+"$bin/ledger" project daily-steps --user user-1 --date today --fallback
+echo "\$ ledger replay --to-seq 800 --projection last-known"
+"$bin/ledger" replay --to-seq 800 --projection last-known
 echo "\$ ledger verify"
 "$bin/ledger" verify
 echo "\$ ledger stats --format table"

@@ -81,6 +81,47 @@ extension UUID {
         withUnsafeBytes(of: uuid) { Array($0) }
     }
 
+    /// Parses the canonical 8-4-4-4-12 hex form (either case) without going through
+    /// Foundation's `sscanf`-based parser, which dominated decoding stored events.
+    public init?(canonical text: String) {
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(16)
+        var high: UInt8?
+        var count = 0
+        for char in text.utf8 {
+            count += 1
+            if count == 9 || count == 14 || count == 19 || count == 24 {
+                guard char == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let nibble: UInt8
+            switch char {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = char - 48
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = char - 87
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = char - 55
+            default: return nil
+            }
+            if let value = high {
+                bytes.append(value << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        guard count == 36, bytes.count == 16 else { return nil }
+        self.init(bytes: bytes)
+    }
+
     /// Lower-case canonical text, as stored in the log.
-    public var lowercased: String { uuidString.lowercased() }
+    public var lowercased: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

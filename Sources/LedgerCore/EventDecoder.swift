@@ -29,7 +29,7 @@ public enum EventDecoder {
             guard let text = idValue.stringValue else {
                 throw FieldError("id", "'id' must be a UUID string, got \(idValue.typeName)")
             }
-            guard let uuid = UUID(uuidString: text) else {
+            guard let uuid = UUID(canonical: text) else {
                 throw FieldError("id", "'id' is not a UUID: '\(clip(text))'")
             }
             givenID = uuid
@@ -161,7 +161,7 @@ public enum EventDecoder {
 
     static func decodeCorrection(_ object: inout [String: JSONValue]) throws(FieldError) -> Correction {
         guard let targetValue = object["target"] else { throw FieldError("target", "'target' is required") }
-        guard let targetText = targetValue.stringValue, let target = UUID(uuidString: targetText) else {
+        guard let targetText = targetValue.stringValue, let target = UUID(canonical: targetText) else {
             throw FieldError("target", "'target' must be the UUID of a sample, got \(describe(targetValue))")
         }
         object["target"] = .string(target.lowercased)
