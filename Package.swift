@@ -6,6 +6,7 @@ import PackageDescription
 //   LedgerCore   — events, validation, JSON, time; no storage.
 //   Projections  — pure folds over events (Projections/); no I/O.
 //   LedgerStore  — the LMDB environment and the append-only event log.
+//   LedgerImport — Apple Health exports (libxml2's reader, libzip) turned into events.
 //   LedgerCLI    — the `ledger` commands, testable in process.
 //   ledger       — the executable; main.swift only calls LedgerCLI.
 let package = Package(
@@ -21,12 +22,18 @@ let package = Package(
                        providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
                        providers: [.apt(["libjansson-dev"])]),
+        .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
+                       providers: [.apt(["libxml2-dev"])]),
+        .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
+                       providers: [.apt(["libzip-dev"])]),
         .target(name: "LedgerCore", dependencies: ["CSodium", "CJansson"],
                 path: "Sources/LedgerCore"),
         .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
         .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCore", "Projections"],
                 path: "Sources/LedgerStore"),
-        .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections"],
+        .target(name: "LedgerImport", dependencies: ["CLibXML2", "CZip", "LedgerCore"],
+                path: "Sources/LedgerImport"),
+        .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport"],
                 path: "Sources/LedgerCLI"),
         .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger"),
         .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],

@@ -1,0 +1,160 @@
+import Foundation
+import LedgerCore
+import LedgerImport
+import LedgerStore
+
+extension Commands {
+    static let importCommand = Command(
+        name: "import",
+        abstract: "Import an Apple Health export (export.xml or export.zip) into the log.",
+        usage: "ledger import apple-health FILE [--db PATH] [--user U] [--zone ZONE] [--batch N]",
+        discussion: """
+        Streams the file (memory stays flat however large it is) and appends steps, walking and \
+        running distance, flights climbed and active energy as samples, in batches. Exports carry \
+        no sample ids, so ids are derived from each sample's content: importing the same file \
+        again, or a newer export that overlaps it, adds only what is new. Records inside a \
+        Correlation are counted once; other record types are skipped and counted. A broken or \
+        truncated file stops with an error naming the line: the batches before it are committed \
+        whole, and re-running after fixing the file completes the import.
+        """,
+        arguments: [("apple-health", "The format (the only one so far)."),
+                    ("FILE", "export.xml, or the export.zip the Health app writes.")],
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "user", value: "U", help: "The user the samples belong to (default: default)."),
+                  OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone)."),
+                  OptionSpec(name: "batch", value: "N", help: "Records per committed batch (default: 20000).")],
+        maxPositionals: 2
+    ) { arguments, context in
+        let usage = arguments.usage
+        guard let format = arguments.positionals.first else {
+            throw CLIError.usage("missing format: 'ledger import apple-health FILE'", usage: usage)
+        }
+        guard format == "apple-health" else {
+            throw CLIError.usage("unknown import format '\(format)' (expected apple-health)", usage: usage)
+        }
+        guard arguments.positionals.count == 2 else { throw CLIError.usage("missing FILE", usage: usage) }
+        let path = arguments.positionals[1]
+        let user = arguments.value("user") ?? "default"
+        var zone: String?
+        if let text = arguments.value("zone") {
+            guard Zone(text) != nil else {
+                throw CLIError.usage("unknown time zone '\(text)' (expected an IANA name like Europe/Paris, or ±HH:MM)", usage: usage)
+            }
+            zone = text
+        }
+        let batchSize = try arguments.value("batch").map { Int(try parseCount($0, option: "batch", usage: usage)) } ?? 20_000
+        guard batchSize > 0 else { throw CLIError.usage("'--batch' must be at least 1", usage: usage) }
+
+        let reader: HealthExportReader
+        do {
+            reader = try HealthExportReader(path: path)
+        } catch let error as ImportError {
+            throw CLIError.runtime(error.description)
+        }
+        let converter = AppleHealthConverter(user: user, zone: zone)
+        let log = try context.openLog(arguments, create: true)
+        var summary = ImportSummary()
+        var batch: [(InputLocation?, Event)] = []
+        let progress = ProgressBar(sink: context.stderr, reader: reader)
+
+        func commit() throws {
+            guard !batch.isEmpty else { return }
+            let result = try log.append(batch)
+            summary.appended += result.appended
+            summary.duplicates += result.duplicates
+            summary.superseded += result.superseded
+            summary.committedRecords = summary.read
+            batch.removeAll(keepingCapacity: true)
+        }
+
+        do {
+            while let record = try reader.next() {
+                summary.read += 1
+                if let event = try converter.event(for: record) {
+                    summary.kept[record.type, default: 0] += 1
+                    batch.append((.line(record.line), event))
+                    if batch.count >= batchSize { try commit() }
+                } else {
+                    summary.skipped[record.type, default: 0] += 1
+                }
+                if summary.read % 4096 == 0 { progress.update(records: summary.read) }
+            }
+            try commit()
+        } catch let error as ImportError {
+            progress.finish()
+            throw CLIError.data("\(error.description); \(summary.committedNote)")
+        } catch let error as InputError {
+            progress.finish()
+            throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+        }
+        progress.finish()
+        context.stdout.write(summary.text(head: try log.head().seq))
+        return 0
+    }
+}
+
+/// Counts for the closing summary of an import.
+struct ImportSummary {
+    var read = 0
+    var appended = 0
+    var duplicates = 0
+    var superseded = 0
+    var skipped: [String: Int] = [:]
+    /// Records of the kept types, by HealthKit type.
+    var kept: [String: Int] = [:]
+    /// Records read up to the end of the last committed batch.
+    var committedRecords = 0
+
+    var committedNote: String {
+        "the \(committedRecords) records before the last committed batch are in the ledger; fix the file and re-run to finish (what is already imported counts as duplicates)"
+    }
+
+    func text(head: UInt64) -> String {
+        let skippedTotal = skipped.values.reduce(0, +)
+        var text = "read \(read) records: appended \(appended), duplicates \(duplicates), superseded \(superseded), skipped \(skippedTotal) of other types, head \(head)\n"
+        for (type, count) in kept.sorted(by: { $0.key < $1.key }) {
+            text += "  imported \(type): \(count)\n"
+        }
+        for (type, count) in skipped.sorted(by: { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }) {
+            text += "  skipped \(type): \(count)\n"
+        }
+        return text
+    }
+}
+
+/// A progress bar on stderr when it is a terminal: bytes read of total, records per second,
+/// time left. Silent otherwise.
+final class ProgressBar {
+    private let sink: OutputSink
+    private let reader: HealthExportReader
+    private let started = Date()
+    private var lastDrawn = Date.distantPast
+    private var drew = false
+
+    init(sink: OutputSink, reader: HealthExportReader) {
+        self.sink = sink
+        self.reader = reader
+    }
+
+    func update(records: Int) {
+        guard sink.isTerminal else { return }
+        let now = Date()
+        guard now.timeIntervalSince(lastDrawn) >= 0.2 else { return }
+        lastDrawn = now
+        drew = true
+        let (done, total) = reader.progress
+        let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
+        let elapsed = max(0.001, now.timeIntervalSince(started))
+        let rate = Double(records) / elapsed
+        let left = fraction > 0 ? elapsed * (1 - fraction) / fraction : 0
+        let filled = Int(fraction * 30)
+        let bar = String(repeating: "█", count: filled) + String(repeating: "░", count: 30 - filled)
+        sink.write(String(format: "\r%@ %3.0f%%  %.1f/%.1f MB  %.0f records/s  %d:%02d left ",
+                          bar, fraction * 100, Double(done) / 1e6, Double(total) / 1e6, rate,
+                          Int(left) / 60, Int(left) % 60))
+    }
+
+    func finish() {
+        if drew { sink.write("\n") }
+    }
+}

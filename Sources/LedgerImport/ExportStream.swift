@@ -1,0 +1,181 @@
+import CZip
+import Foundation
+
+/// Bytes of an `export.xml`, from the file itself or from inside the `export.zip` the Health
+/// app writes, cleaned on the way for the XML parser:
+///
+/// - the internal DTD (`<!DOCTYPE HealthData [ … ]>`) is dropped: iOS 16 writes one that is
+///   malformed, and the importer needs no DTD;
+/// - control characters XML forbids (such as the stray `\x0b` some exports carry) become spaces.
+///
+/// Reads are streamed in chunks; memory stays flat however large the file.
+final class ExportStream {
+    private enum Source {
+        case file(Int32)
+        case zip(archive: OpaquePointer, file: OpaquePointer)
+    }
+
+    private let source: Source
+    /// Uncompressed size of the XML (what progress is measured against).
+    let totalBytes: Int64
+    /// Uncompressed bytes read so far.
+    private(set) var bytesRead: Int64 = 0
+    /// Where in the DOCTYPE skip we are: nil outside one.
+    private var doctype: DoctypeState = .searching
+    private var carry: [UInt8] = []
+    private var previousDoctypeByte: UInt8 = 0
+    private var doctypeHasSubset = false
+
+    private enum DoctypeState { case searching, inside, done }
+
+    /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
+    /// Calls `open(2)`/`fstat(2)`, or `zip_open`, `zip_name_locate`, `zip_stat_index`, `zip_fopen_index`.
+    init(path: String) throws {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }
+        var magic = [UInt8](repeating: 0, count: 4)
+        let count = Foundation.read(fd, &magic, 4)
+        if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] {
+            close(fd)
+            var code: Int32 = 0
+            guard let archive = zip_open(path, ZIP_RDONLY, &code) else {
+                throw ImportError.cannotOpen(path: path, reason: "not a readable zip archive (libzip error \(code))")
+            }
+            var index: Int64 = -1
+            for candidate in 0..<zip_get_num_entries(archive, 0) {
+                guard let name = zip_get_name(archive, UInt64(candidate), 0) else { continue }
+                let text = String(cString: name)
+                if text == "export.xml" || text.hasSuffix("/export.xml") {
+                    index = candidate
+                    break
+                }
+            }
+            guard index >= 0 else {
+                zip_close(archive)
+                throw ImportError.cannotOpen(path: path, reason: "the archive holds no export.xml")
+            }
+            var stat = zip_stat_t()
+            zip_stat_init(&stat)
+            zip_stat_index(archive, UInt64(index), 0, &stat)
+            guard let file = zip_fopen_index(archive, UInt64(index), 0) else {
+                zip_close(archive)
+                throw ImportError.cannotOpen(path: path, reason: "cannot read export.xml inside the archive")
+            }
+            source = .zip(archive: archive, file: file)
+            totalBytes = Int64(stat.size)
+        } else {
+            lseek(fd, 0, SEEK_SET)
+            var info = stat()
+            fstat(fd, &info)
+            if (info.st_mode & S_IFMT) == S_IFDIR {
+                close(fd)
+                throw ImportError.cannotOpen(path: path, reason: "it is a directory")
+            }
+            source = .file(fd)
+            totalBytes = Int64(info.st_size)
+        }
+    }
+
+    deinit {
+        switch source {
+        case .file(let fd):
+            close(fd)
+        case .zip(let archive, let file):
+            zip_fclose(file)
+            zip_close(archive)
+        }
+    }
+
+    /// Cleaned bytes not yet handed to the parser.
+    private var pending: [UInt8] = []
+    private var pendingOffset = 0
+    private var finished = false
+    private var raw = [UInt8](repeating: 0, count: 1 << 18)
+
+    /// Fills `buffer` with up to `capacity` cleaned bytes; 0 at the end, -1 on a read error.
+    func read(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
+        while pendingOffset >= pending.count {
+            if finished { return 0 }
+            let count: Int
+            switch source {
+            case .file(let fd):
+                count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            case .zip(_, let file):
+                count = Int(raw.withUnsafeMutableBytes { zip_fread(file, $0.baseAddress, UInt64($0.count)) })
+            }
+            if count < 0 { return -1 }
+            if count == 0 {
+                // What was held back while looking for a DOCTYPE is plain text after all.
+                finished = true
+                pending = carry.map(cleanByte)
+                carry = []
+            } else {
+                bytesRead += Int64(count)
+                let input = carry + raw[0..<count]
+                carry = []
+                pending = clean(input)
+            }
+            pendingOffset = 0
+        }
+        let count = min(capacity, pending.count - pendingOffset)
+        pending.withUnsafeBufferPointer { source in
+            buffer.update(from: source.baseAddress! + pendingOffset, count: count)
+        }
+        pendingOffset += count
+        return count
+    }
+
+    private static let doctypeOpen = Array("<!DOCTYPE".utf8)
+
+    /// Drops the DOCTYPE and replaces forbidden control characters. Holds back a tail that
+    /// might be the start of `<!DOCTYPE` split across reads.
+    private func clean(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            switch doctype {
+            case .searching:
+                if bytes[index] == UInt8(ascii: "<") {
+                    let remaining = bytes.count - index
+                    if remaining < ExportStream.doctypeOpen.count {
+                        carry = Array(bytes[index...])
+                        return out
+                    }
+                    if Array(bytes[index..<(index + ExportStream.doctypeOpen.count)]) == ExportStream.doctypeOpen {
+                        doctype = .inside
+                        index += ExportStream.doctypeOpen.count
+                        continue
+                    }
+                    // The root element comes before any DOCTYPE can: stop looking once it does.
+                    if bytes[index + 1] != UInt8(ascii: "?"), bytes[index + 1] != UInt8(ascii: "!") {
+                        doctype = .done
+                    }
+                }
+                out.append(cleanByte(bytes[index]))
+                index += 1
+            case .inside:
+                // The internal subset ends with "]>" (or the DOCTYPE with ">" when it has none).
+                if bytes[index] == UInt8(ascii: "[") { doctypeHasSubset = true }
+                if bytes[index] == UInt8(ascii: ">"), !doctypeHasSubset || previousDoctypeByte == UInt8(ascii: "]") {
+                    doctype = .done
+                }
+                if bytes[index] > 0x20 { previousDoctypeByte = bytes[index] }
+                index += 1
+            case .done:
+                let rest = bytes[index...]
+                if rest.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
+                    out.append(contentsOf: rest.map(cleanByte))
+                } else {
+                    out.append(contentsOf: rest)
+                }
+                return out
+            }
+        }
+        return out
+    }
+
+    private func cleanByte(_ byte: UInt8) -> UInt8 {
+        byte < 0x20 && byte != 0x09 && byte != 0x0A && byte != 0x0D ? 0x20 : byte
+    }
+}

@@ -1,0 +1,233 @@
+import Foundation
+import LedgerCLI
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Projections
+import Testing
+
+/// The real exports in ../shared/data (see its README), relative to the package root.
+enum SharedData {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("shared/data")
+
+    static let files = [
+        "ashtom__hkimport/Data/export.xml",
+        "rgosdin__docs/apple_health_export/export.xml",
+        "ericwolter__apple-healthkit-csv/test/export.xml",
+        "tdda__applehealthdata/testdata/export6s3sample.xml",
+        "simonw__healthkit-to-sqlite/tests/export.xml",
+    ]
+
+    static var available: Bool { FileManager.default.fileExists(atPath: root.appendingPathComponent(files[0]).path) }
+
+    static func path(_ file: String) -> String { root.appendingPathComponent(file).path }
+}
+
+let keptTypes = ["HKQuantityTypeIdentifierStepCount", "HKQuantityTypeIdentifierDistanceWalkingRunning",
+                 "HKQuantityTypeIdentifierFlightsClimbed", "HKQuantityTypeIdentifierActiveEnergyBurned"]
+
+/// Counts kept records outside Correlations by reading the XML as text, independently of
+/// the importer's libxml2 reader.
+func independentCounts(_ path: String) throws -> [String: Int] {
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    var counts: [String: Int] = [:]
+    var inCorrelation = false
+    for line in text.split(separator: "\n") {
+        let trimmed = line.drop { $0 == " " || $0 == "\t" }
+        if trimmed.hasPrefix("<Correlation"), !trimmed.hasSuffix("/>") { inCorrelation = true }
+        if trimmed.hasPrefix("</Correlation>") { inCorrelation = false }
+        guard !inCorrelation, trimmed.hasPrefix("<Record "), let range = trimmed.range(of: "type=\"") else { continue }
+        let type = trimmed[range.upperBound...].prefix { $0 != "\"" }
+        if keptTypes.contains(String(type)) { counts[String(type), default: 0] += 1 }
+    }
+    return counts
+}
+
+/// The `imported TYPE: N` lines of an import summary.
+func importedCounts(_ summary: String) -> [String: Int] {
+    var counts: [String: Int] = [:]
+    for line in summary.split(separator: "\n") where line.hasPrefix("  imported ") {
+        let parts = line.dropFirst("  imported ".count).split(separator: ":")
+        counts[String(parts[0])] = Int(parts[1].trimmingCharacters(in: .whitespaces))
+    }
+    return counts
+}
+
+@Suite("import apple-health", .serialized)
+struct ImportTests {
+    @Test("every real export: counts match the XML, a second import appends nothing", arguments: SharedData.files)
+    func realExports(file: String) throws {
+        guard SharedData.available else {
+            print("skipped: ../shared/data is absent (a clone outside the workspace has no real exports)")
+            return
+        }
+        let path = SharedData.path(file)
+        let expected = try independentCounts(path)
+        try withTemporaryLedger { db in
+            let first = ledger(["import", "apple-health", path], db: db)
+            #expect(first.status == 0, "\(file): \(first.stderr)")
+            #expect(importedCounts(first.stdout) == expected, "\(file): \(first.stdout)")
+            let second = ledger(["import", "apple-health", path], db: db)
+            #expect(second.status == 0)
+            #expect(second.stdout.hasPrefix("read "))
+            #expect(second.stdout.contains(": appended 0, "), "\(file): \(second.stdout)")
+            #expect(ledger(["verify"], db: db).status == 0)
+        }
+    }
+
+    @Test("real exports: daily never exceeds the per-source sum, and equals it on single-source days")
+    func dailyAgainstPerSource() throws {
+        guard SharedData.available else {
+            print("skipped: ../shared/data is absent")
+            return
+        }
+        for file in SharedData.files.prefix(4) {
+            try withTemporaryLedger { db in
+                #expect(ledger(["import", "apple-health", SharedData.path(file)], db: db).status == 0)
+                let log = try EventLog(path: db, create: false)
+                let daily = try log.rows(.daily, filter: RowFilter())
+                var perSource: [String: [Double]] = [:]
+                for row in try log.rows(.perSource, filter: RowFilter()) {
+                    let key = "\(row.values["user"]!.stringValue!) \(row.values["type"]!.stringValue!) \(row.values["date"]!.stringValue!)"
+                    perSource[key, default: []].append(row.values["value"]!.numberValue!)
+                }
+                var singleSourceDays = 0
+                for row in daily {
+                    let key = "\(row.values["user"]!.stringValue!) \(row.values["type"]!.stringValue!) \(row.values["date"]!.stringValue!)"
+                    let value = row.values["value"]!.numberValue!
+                    let sources = try #require(perSource[key], "\(file) \(key): daily row without per-source rows")
+                    let sum = sources.reduce(0, +)
+                    #expect(value <= sum * (1 + 1e-9) + 1e-9, "\(file) \(key): daily \(value) > per-source sum \(sum)")
+                    if sources.count == 1 {
+                        singleSourceDays += 1
+                        #expect(abs(value - sum) <= 1e-9 * max(1, sum), "\(file) \(key): daily \(value) ≠ its only source \(sum)")
+                    }
+                }
+                #expect(singleSourceDays > 0, "\(file): no single-source day to check")
+            }
+        }
+    }
+
+    @Test("the ashtom export merges its iPhone with Garmin: merged total below the sum on overlapping days")
+    func overlappingSources() throws {
+        guard SharedData.available else { return }
+        try withTemporaryLedger { db in
+            #expect(ledger(["import", "apple-health", SharedData.path(SharedData.files[0])], db: db).status == 0)
+            let log = try EventLog(path: db, create: false)
+            let daily = try log.rows(.daily, filter: RowFilter(type: .steps))
+            let merged = daily.map { $0.values["value"]!.numberValue! }.reduce(0, +)
+            let summed = try log.rows(.perSource, filter: RowFilter(type: .steps)).map { $0.values["value"]!.numberValue! }.reduce(0, +)
+            // The export holds 174 step records that overlap another source's: merging removes steps.
+            #expect(merged < summed)
+            #expect(daily.contains { $0.values["sources"] == .int(2) })
+        }
+    }
+
+    @Test("a zip archive, a broken DTD and stray control characters")
+    func zipAndQuirks() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            // An iOS 16 style export: a malformed internal DTD and a \u{0b} inside an attribute.
+            let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <!DOCTYPE HealthData [
+            <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation)*)>
+            <!ATTLIST Record type CDATA #REQUIRED unit CDATA #IMPLIED value CDATA #IMPLIED
+            <!ATTLIST Broken
+            ]>
+            <HealthData locale="en_US">
+             <ExportDate value="2022-10-01 10:00:00 +0200"/>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="Ann\u{0b}s iPhone" unit="count" creationDate="2022-09-30 21:00:00 +0200" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:10:00 +0200" value="700">
+              <MetadataEntry key="HKTimeZone" value="Europe/Paris"/>
+              <MetadataEntry key="HKMetadataKeySyncIdentifier" value="walk-1"/>
+              <MetadataEntry key="HKMetadataKeySyncVersion" value="2"/>
+             </Record>
+             <Correlation type="HKCorrelationTypeIdentifierFood" sourceName="App" startDate="2022-09-30 08:00:00 +0200" endDate="2022-09-30 08:00:00 +0200">
+              <Record type="HKQuantityTypeIdentifierActiveEnergyBurned" sourceName="App" unit="kJ" startDate="2022-09-30 08:00:00 +0200" endDate="2022-09-30 08:00:00 +0200" value="418.4"/>
+             </Correlation>
+             <Record type="HKQuantityTypeIdentifierActiveEnergyBurned" sourceName="App" unit="kJ" startDate="2022-09-30 08:00:00 +0200" endDate="2022-09-30 08:00:00 +0200" value="418.4"/>
+            </HealthData>
+
+            """
+            let xmlPath = folder.appendingPathComponent("export.xml").path
+            try xml.write(toFile: xmlPath, atomically: true, encoding: .utf8)
+            let zipPath = folder.appendingPathComponent("export.zip").path
+            let zipped = try runProcess("/usr/bin/env", ["python3", "-c", """
+                import sys, zipfile
+                with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED) as z:
+                    z.write(sys.argv[1], "apple_health_export/export.xml")
+                """, xmlPath, zipPath])
+            try #require(zipped.status == 0, "python3 zipfile: \(zipped.stderr)")
+
+            let run = ledger(["import", "apple-health", zipPath, "--user", "ann"], db: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(importedCounts(run.stdout) == ["HKQuantityTypeIdentifierStepCount": 1, "HKQuantityTypeIdentifierActiveEnergyBurned": 1])
+            let log = try EventLog(path: db, create: false)
+            let samples = try log.records().map { try $0.event() }
+            let steps = try #require(samples.compactMap { event -> Sample? in
+                if case .sample(let sample) = event.payload, sample.type == .steps { return sample }
+                return nil
+            }.first)
+            #expect(steps.zone == "Europe/Paris")
+            #expect(steps.syncId == "walk-1")
+            #expect(steps.syncVersion == 2)
+            #expect(steps.source.name == "Ann s iPhone")
+            let energy = try log.rows(.daily, filter: RowFilter(type: .activeEnergy))
+            #expect(energy.first?.values["value"]?.numberValue.map { abs($0 - 100) < 1e-9 } == true)  // 418.4 kJ = 100 kcal
+            // The XML file itself imports to the same events: all duplicates.
+            #expect(ledger(["import", "apple-health", xmlPath, "--user", "ann"], db: db).stdout.contains("appended 0, duplicates 2"))
+        }
+    }
+
+    @Test("a truncated file stops naming a line, keeps whole batches, and a re-run completes it")
+    func truncated() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"]
+            for minute in 0..<10 {
+                lines.append(#" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" creationDate="2022-09-30 21:00:00 +0200" startDate="2022-09-30 20:0\#(minute):00 +0200" endDate="2022-09-30 20:0\#(minute):30 +0200" value="\#(100 + minute)"/>"#)
+            }
+            lines.append("</HealthData>")
+            let full = lines.joined(separator: "\n") + "\n"
+            let path = folder.appendingPathComponent("export.xml").path
+            // Cut in the middle of the 9th record.
+            let cut = full.range(of: "value=\"108\"")!.lowerBound
+            try String(full[..<cut]).write(toFile: path, atomically: true, encoding: .utf8)
+
+            let broken = ledger(["import", "apple-health", path, "--batch", "3"], db: db)
+            #expect(broken.status == 65)
+            #expect(broken.stderr.hasPrefix("Error: \(path) line "), "\(broken.stderr)")
+            #expect(broken.stderr.contains("fix the file and re-run"))
+            let head = try EventLog(path: db, create: false).head().seq
+            #expect(head == 6, "two whole batches of three: \(broken.stderr)")
+
+            try full.write(toFile: path, atomically: true, encoding: .utf8)
+            let rerun = ledger(["import", "apple-health", path, "--batch", "3"], db: db)
+            #expect(rerun.status == 0, "\(rerun.stderr)")
+            #expect(rerun.stdout.hasPrefix("read 10 records: appended 4, duplicates 6, "))
+        }
+    }
+
+    @Test("hostile input: missing file, unknown format, a value that is not a number")
+    func hostile() throws {
+        try withTemporaryLedger { db in
+            let missing = ledger(["import", "apple-health", "/nonexistent/export.xml"], db: db)
+            #expect(missing.status == 1)
+            #expect(missing.stderr.hasPrefix("Error: cannot read '/nonexistent/export.xml': "))
+            #expect(ledger(["import", "fitbit", "x"], db: db).status == 64)
+            #expect(ledger(["import", "apple-health"], db: db).status == 64)
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            let path = folder.appendingPathComponent("bad.xml").path
+            try """
+            <HealthData>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:05:00 +0200" value="lots"/>
+            </HealthData>
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let bad = ledger(["import", "apple-health", path], db: db)
+            #expect(bad.status == 65)
+            #expect(bad.stderr.hasPrefix("Error: line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
+        }
+    }
+}
