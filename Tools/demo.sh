@@ -37,5 +37,14 @@ echo "\$ ledger replay --to-seq 800 --projection last-known"
 "$bin/ledger" replay --to-seq 800 --projection last-known
 echo "\$ ledger verify"
 "$bin/ledger" verify
+export_file="../shared/data/rgosdin__docs/apple_health_export/export.xml"
+if [ -f "$export_file" ]; then
+  echo "\$ ledger import apple-health $export_file --user ryan   # a real iPhone export"
+  "$bin/ledger" import apple-health "$export_file" --user ryan
+  echo "\$ ledger project daily-steps --user ryan --from 2019-05-20 --to 2019-05-26 --format chart"
+  "$bin/ledger" project daily-steps --user ryan --from 2019-05-20 --to 2019-05-26 --format chart
+else
+  echo "(../shared/data is absent: skipping the import of a real Apple Health export)"
+fi
 echo "\$ ledger stats --format table"
 "$bin/ledger" stats --format table
