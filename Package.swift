@@ -6,6 +6,8 @@ import PackageDescription
 //   LedgerCore   — events, validation, JSON, time; no storage.
 //   Projections  — pure folds over events (Projections/); no I/O.
 //   LedgerStore  — the LMDB environment and the append-only event log.
+//   LedgerBus    — the observer bus: "the head moved", and subscriptions that read the log.
+//   LedgerServer — the HTTP API and SSE streams on libmicrohttpd.
 //   LedgerImport — Apple Health exports (libxml2's reader, libzip) turned into events.
 //   LedgerCLI    — the `ledger` commands, testable in process.
 //   ledger       — the executable; main.swift only calls LedgerCLI.
@@ -26,14 +28,21 @@ let package = Package(
                        providers: [.apt(["libxml2-dev"])]),
         .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
                        providers: [.apt(["libzip-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
+                       providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "LedgerCore", dependencies: ["CSodium", "CJansson"],
                 path: "Sources/LedgerCore"),
         .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
         .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCore", "Projections"],
                 path: "Sources/LedgerStore"),
+        .target(name: "LedgerBus", dependencies: ["LedgerStore", "LedgerCore", "Projections"],
+                path: "Sources/LedgerBus"),
+        .target(name: "LedgerServer", dependencies: ["CMicroHTTPD", "LedgerBus", "LedgerStore", "LedgerCore", "Projections"],
+                path: "Sources/LedgerServer"),
         .target(name: "LedgerImport", dependencies: ["CLibXML2", "CZip", "LedgerCore"],
                 path: "Sources/LedgerImport"),
-        .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport"],
+        .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
+                                                   "LedgerServer", "LedgerBus"],
                 path: "Sources/LedgerCLI"),
         .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger"),
         .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],

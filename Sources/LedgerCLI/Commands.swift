@@ -6,11 +6,7 @@ import LedgerStore
 enum Commands {
     static let all: [Command] = [
         initCommand, appendCommand, logCommand, projectCommand, replayCommand, rebuildCommand,
-        verifyCommand, statsCommand, importCommand,
-        planned("subscribe", "Stream projection changes or events as NDJSON.",
-                "ledger subscribe NAME|events [--user U] [--type T] [--from SEQ|now]"),
-        planned("serve", "Serve the HTTP API.", "ledger serve [--listen HOST:PORT]"),
-        planned("client", "Manage API clients and their tokens.", "ledger client add NAME [--admin] | list | remove NAME"),
+        verifyCommand, statsCommand, importCommand, subscribeCommand, serveCommand, clientCommand,
     ]
 
     static func named(_ name: String) -> Command? {

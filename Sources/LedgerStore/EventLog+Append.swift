@@ -86,6 +86,33 @@ extension EventLog {
         }
     }
 
+    /// Appends several independent batches in one write transaction (group commit): each is
+    /// all or nothing on its own, in a nested transaction, and one commit makes them all
+    /// durable. The results are in the order of `batches`.
+    public func appendGroup(_ batches: [(events: [(InputLocation?, Event)], expectHead: UInt64?)])
+        throws -> [Result<AppendResult, any Error>] {
+        do {
+            return try environment.write { txn in
+                var results: [Result<AppendResult, any Error>] = []
+                for batch in batches {
+                    do {
+                        let result = try txn.nested { child in
+                            try append(batch.events, expectHead: batch.expectHead, in: child)
+                        }
+                        results.append(.success(result))
+                    } catch let error as LMDBError {
+                        throw error  // storage trouble (a full map, say) concerns the whole group
+                    } catch {
+                        results.append(.failure(error))
+                    }
+                }
+                return results
+            }
+        } catch LMDBError.diskFull {
+            throw LedgerError.diskFull(path: path)
+        }
+    }
+
     func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64?, in txn: Transaction) throws -> AppendResult {
         let head = try head(in: txn)
         if let expectHead, expectHead != head.seq {
@@ -170,6 +197,7 @@ extension EventLog {
             try fold.apply(LoggedEvent(seq: item.seq, recorded: recorded, event: item.event))
         }
         result.changes = try fold.flush()
+        try storeChanges(result.changes, in: txn)
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
             let key = Array("count.\(kind.rawValue)".utf8)

@@ -88,6 +88,7 @@ extension EventLog {
         for table in StateTable.allCases {
             try txn.clear(stateDatabases[table]!)
         }
+        try txn.clear(changesDatabase)
         let fold = ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
         var last: UInt64 = 0
         var records: [EventRecord] = []
@@ -101,12 +102,13 @@ extension EventLog {
             }
             for record in records {
                 try fold.apply(LoggedEvent(seq: record.seq, recorded: record.recorded, event: try record.event()))
-                if record.endsBatch { _ = try fold.flush() }
+                // The same flushes as when the batches were appended give the same changes.
+                if record.endsBatch { try storeChanges(try fold.flush(), in: txn) }
                 last = record.seq
             }
             position = last
         } while records.count == 8192
-        _ = try fold.flush()
+        try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(last, in: txn)
         return last
     }
@@ -141,6 +143,11 @@ extension EventLog {
         return try environment.read { txn in
             try ProjectionQuery(store: stateStore(txn)).rows(projection, filter: filter)
         }
+    }
+
+    /// What `user` has granted `client` (the `grants` projection as it stands).
+    public func grant(user: String, client: String) throws -> (read: Set<QuantityType>, share: Set<QuantityType>) {
+        try environment.read { txn in try ProjectionQuery(store: stateStore(txn)).grant(user: user, client: client) }
     }
 
     /// A user's profile zone, if they set one.

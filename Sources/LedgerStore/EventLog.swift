@@ -22,10 +22,14 @@ public final class EventLog: Sendable {
     let meta: Database
     /// The projections' state tables (`p.<table>`), written in the same transactions as events.
     let stateDatabases: [StateTable: Database]
+    /// Committed projection changes by seq (`EventLog+Changes.swift`).
+    let changesDatabase: Database
+    /// API clients and their token digests (`EventLog+Clients.swift`); not part of the log.
+    let clientsDatabase: Database
     /// The clock stamping `recorded`; injected so tests can step it backwards.
     let clock: @Sendable () -> Timestamp
 
-    public static let databaseNames = ["events", "ids", "samples", "sync", "meta"]
+    public static let databaseNames = ["events", "ids", "samples", "sync", "meta", "changes", "clients"]
         + StateTable.allCases.map(stateDatabaseName)
 
     /// The system clock, in microseconds.
@@ -56,6 +60,8 @@ public final class EventLog: Sendable {
         self.samples = handles["samples"]!
         self.sync = handles["sync"]!
         self.meta = handles["meta"]!
+        self.changesDatabase = handles["changes"]!
+        self.clientsDatabase = handles["clients"]!
         self.stateDatabases = Dictionary(uniqueKeysWithValues: StateTable.allCases.map { ($0, handles[stateDatabaseName($0)]!) })
         self.clock = clock
         try checkFormat()

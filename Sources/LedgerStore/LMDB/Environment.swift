@@ -128,7 +128,7 @@ public final class Environment: @unchecked Sendable {
             defer { resizeLock.unlockShared() }
             try check(code, readOnly ? "mdb_txn_begin(read)" : "mdb_txn_begin(write)")
             guard let txn else { throw LMDBError(code: EINVAL, call: "mdb_txn_begin") }
-            let transaction = Transaction(handle: txn)
+            let transaction = Transaction(handle: txn, environment: readOnly ? nil : handle)
             do {
                 let result = try body(transaction)
                 if commit {

@@ -5,6 +5,31 @@ import CLMDB
 /// during the callback; everything returned as `[UInt8]` is a copy.
 public struct Transaction {
     let handle: OpaquePointer
+    let environment: OpaquePointer?
+
+    init(handle: OpaquePointer, environment: OpaquePointer? = nil) {
+        self.handle = handle
+        self.environment = environment
+    }
+
+    /// Runs `body` in a child of this write transaction: committed into the parent when it
+    /// returns, aborted (leaving the parent as it was) when it throws. Calls
+    /// `mdb_txn_begin(env, parent, 0, …)`, `mdb_txn_commit`, `mdb_txn_abort`.
+    public func nested<R>(_ body: (Transaction) throws -> R) throws -> R {
+        guard let environment else { preconditionFailure("nested transactions need a write transaction") }
+        var child: OpaquePointer?
+        try check(mdb_txn_begin(environment, handle, 0, &child), "mdb_txn_begin(nested)")
+        let transaction = Transaction(handle: child!, environment: environment)
+        do {
+            let result = try body(transaction)
+            try check(mdb_txn_commit(child), "mdb_txn_commit(nested)")
+            return result
+        } catch {
+            if let lmdb = error as? LMDBError, lmdb.call == "mdb_txn_commit(nested)" { throw error }
+            mdb_txn_abort(child)
+            throw error
+        }
+    }
 
     /// The value stored under `key`, copied out, or nil. Calls `mdb_get`.
     public func get(_ db: Database, _ key: [UInt8]) throws -> [UInt8]? {

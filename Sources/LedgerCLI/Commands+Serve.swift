@@ -1,0 +1,66 @@
+import Foundation
+import LedgerCore
+import LedgerServer
+import LedgerStore
+
+extension Commands {
+    static let serveCommand = Command(
+        name: "serve",
+        abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS]",
+        discussion: """
+        Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
+        picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
+        client add'; --no-auth is refused unless HOST is a loopback address. Stops cleanly on \
+        SIGINT (exit 130) or SIGTERM (exit 0): streams end, queued writes finish.
+        """,
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "listen", value: "HOST:PORT", help: "Address to listen on (default: 127.0.0.1:8080; [::1]:PORT for IPv6)."),
+                  OptionSpec(name: "no-auth", value: nil, help: "Accept requests without a token (loopback addresses only, for local development)."),
+                  OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15).")]
+    ) { arguments, context in
+        let usage = arguments.usage
+        let listen = arguments.value("listen") ?? "127.0.0.1:8080"
+        guard let separator = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: separator)...]) else {
+            throw CLIError.usage("'--listen' needs HOST:PORT, like 127.0.0.1:8080, got '\(listen)'", usage: usage)
+        }
+        var host = String(listen[..<separator])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
+        if arguments.has("no-auth"), !loopback {
+            throw CLIError.usage("--no-auth is allowed only on a loopback address (127.0.0.1, ::1, localhost), not '\(host)'", usage: usage)
+        }
+        var heartbeat: Duration = .seconds(15)
+        if let text = arguments.value("heartbeat") {
+            guard let seconds = Double(text), seconds > 0, seconds <= 15 else {
+                throw CLIError.usage("'--heartbeat' needs seconds between 0 and 15, got '\(text)'", usage: usage)
+            }
+            heartbeat = .milliseconds(Int(seconds * 1000))
+        }
+        // Thousands of idle streams need thousands of descriptors.
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
+        let log = try context.openLog(arguments, create: true)
+        let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat)
+        let bound: UInt16
+        do {
+            bound = try server.start(host: host, port: port)
+        } catch let error as HTTPServer.StartError {
+            throw CLIError.runtime(error.description)
+        }
+        catchInterrupts()
+        let shown = host.contains(":") ? "[\(host)]" : host
+        context.stdout.write("listening on http://\(shown):\(bound)\n")
+        if !arguments.has("no-auth"), try log.clients().isEmpty {
+            context.stderr.write("note: no API clients yet; create one with 'ledger client add NAME --admin'\n")
+        }
+        while !interrupted.load(ordering: .relaxed) {
+            usleep(50_000)
+        }
+        server.stop()
+        return terminatedBySIGTERM.load(ordering: .relaxed) ? 0 : 130
+    }
+}

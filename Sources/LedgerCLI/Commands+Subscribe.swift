@@ -1,0 +1,151 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Projections
+import Synchronization
+
+/// Set by the SIGINT/SIGTERM handler of long-running commands.
+let interrupted = Atomic<Bool>(false)
+/// Set when the interruption was SIGTERM (a normal shutdown for `serve`).
+let terminatedBySIGTERM = Atomic<Bool>(false)
+
+/// Makes SIGINT and SIGTERM set `interrupted` instead of killing the process, so long-running
+/// commands can stop cleanly and exit 130.
+func catchInterrupts() {
+    signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
+    signal(SIGTERM) { _ in
+        terminatedBySIGTERM.store(true, ordering: .relaxed)
+        interrupted.store(true, ordering: .relaxed)
+    }
+}
+
+extension Commands {
+    static let subscribeCommand = Command(
+        name: "subscribe",
+        abstract: "Stream projection changes (or events) as NDJSON until interrupted.",
+        usage: "ledger subscribe NAME|events [--db PATH] [--user U] [--type T] [--from SEQ|now]",
+        discussion: """
+        Prints every change caused by events after SEQ, in seq order, then live changes as \
+        other processes append, one JSON object per line, each written out at once: \
+        {"seq":N,"projection":"daily","row":{…},"previous":{…}|null}. Resume after a \
+        disconnect with --from the last seq you saw: nothing is lost or repeated. Changes are \
+        read from the log, so a slow reader never slows writers. Ctrl-C ends it with exit 130.
+        """,
+        arguments: [("NAME", "daily, daily-steps, per-source, last-known, grants, or events for the events themselves.")],
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "user", value: "U", help: "Only changes of user U."),
+                  OptionSpec(name: "type", value: "T", help: "Only changes of type T."),
+                  OptionSpec(name: "from", value: "SEQ|now", help: "Start after this seq (default: now, only new changes).")],
+        maxPositionals: 1
+    ) { arguments, context in
+        let usage = arguments.usage
+        guard let name = arguments.positionals.first else {
+            throw CLIError.usage("missing NAME (\(projectionNames.joined(separator: ", ")), or events)", usage: usage)
+        }
+        var filter = ChangeFilter(user: arguments.value("user"))
+        let eventsOnly = name == "events"
+        if !eventsOnly {
+            guard let (projection, impliedType) = ProjectionName.parse(name) else {
+                throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames + ["events"]))", usage: usage)
+            }
+            filter.projection = projection
+            filter.type = impliedType
+        }
+        if let text = arguments.value("type") {
+            guard let type = QuantityType(name: text) else {
+                throw CLIError.usage("unknown type '\(text)' (expected \(QuantityType.acceptedNames))", usage: usage)
+            }
+            filter.type = type
+        }
+        let log = try context.openLog(arguments, create: false)
+        var cursor: UInt64
+        switch arguments.value("from") ?? "now" {
+        case "now": cursor = try log.head().seq
+        case let text: cursor = try parseCount(text, option: "from", usage: usage)
+        }
+        catchInterrupts()
+        while !interrupted.load(ordering: .relaxed) {
+            let transaction = log.lastTransactionID
+            var wrote = false
+            if eventsOnly {
+                for record in try log.records(after: cursor, limit: 1024) {
+                    let event = try record.event()
+                    if let user = filter.user, event.user != user { cursor = record.seq; continue }
+                    if let type = filter.type, case .sample(let sample) = event.payload, sample.type != type {
+                        cursor = record.seq
+                        continue
+                    }
+                    context.stdout.write(bytes: record.json + [0x0A])
+                    cursor = record.seq
+                    wrote = true
+                }
+            } else {
+                let (changes, through) = try log.changes(after: cursor, filter: filter)
+                for change in changes {
+                    context.stdout.write(bytes: change.json + [0x0A])
+                }
+                wrote = !changes.isEmpty
+                cursor = through
+            }
+            // Nothing new: wait for LMDB's last transaction to move (another process committing).
+            if !wrote {
+                while log.lastTransactionID == transaction, !interrupted.load(ordering: .relaxed) {
+                    usleep(10_000)
+                }
+            }
+        }
+        return 130
+    }
+
+    static let clientCommand = Command(
+        name: "client",
+        abstract: "Manage API clients of 'ledger serve' and their tokens.",
+        usage: "ledger client add NAME [--admin] | ledger client list | ledger client remove NAME [--db PATH]",
+        discussion: """
+        'add' prints the new client's bearer token once; only its SHA-256 digest is stored. An \
+        admin client may do anything; any other client may read and subscribe to a user's data \
+        only for the types that user granted it 'read', and append samples only for types \
+        granted 'share'.
+        """,
+        arguments: [("add NAME", "Create a client and print its token."), ("list", "List clients."),
+                    ("remove NAME", "Remove a client; its token stops working at once.")],
+        options: [helpOption, dbOption, formatOption,
+                  OptionSpec(name: "admin", value: nil, help: "With add: the client may do anything.")],
+        maxPositionals: 2
+    ) { arguments, context in
+        let usage = arguments.usage
+        let action = arguments.positionals.first
+        switch action {
+        case "add":
+            guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
+            let log = try context.openLog(arguments, create: true)
+            do {
+                let token = try log.addClient(name: arguments.positionals[1], admin: arguments.has("admin"))
+                context.stdout.write(token + "\n")
+                context.stderr.write("client '\(arguments.positionals[1])' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
+            } catch let error as EventLog.ClientError {
+                throw CLIError.data(error.description)
+            }
+        case "list":
+            let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage)
+            let log = try context.openLog(arguments, create: false)
+            var rows = RowSet(columns: ["name", "admin", "created"])
+            for client in try log.clients() {
+                rows.append([.string(client.name), .bool(client.admin), .string(client.created.rfc3339)])
+            }
+            rows.write(format, to: context.stdout)
+        case "remove":
+            guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
+            let log = try context.openLog(arguments, create: false)
+            do {
+                try log.removeClient(name: arguments.positionals[1])
+                context.stderr.write("client '\(arguments.positionals[1])' removed\n")
+            } catch let error as EventLog.ClientError {
+                throw CLIError.data(error.description)
+            }
+        case let other:
+            throw CLIError.usage(other.map { "unknown action '\($0)' (expected add, list or remove)" } ?? "missing action (add, list or remove)", usage: usage)
+        }
+        return 0
+    }
+}

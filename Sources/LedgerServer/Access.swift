@@ -1,0 +1,55 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Projections
+
+/// Who may do what (SPEC §9.1). With `client == nil` (the server runs with `--no-auth`)
+/// everything is allowed, as for an admin.
+///
+/// A non-admin client may read and subscribe to a user's data only for the types that user
+/// granted it `read` (per the `grants` projection as it stands when the data is read, so a
+/// revoke stops delivery at once), may see `grants` rows naming itself, and may append only
+/// samples, for users and types that granted it `share`.
+struct Access: Sendable {
+    let log: EventLog
+
+    func mayRead(user: String, type: QuantityType, client: APIClient?) -> Bool {
+        guard let client, !client.admin else { return true }
+        return (try? log.grant(user: user, client: client.name).read.contains(type)) ?? false
+    }
+
+    func mayRead(_ change: StoredChange, client: APIClient?) -> Bool {
+        guard let client, !client.admin else { return true }
+        guard let type = change.type else {
+            // A grants row: visible to the client it names.
+            return change.json.withUnsafeBytes { raw in
+                let needle = Array("\"client\":".utf8) + Array(JSONValue.string(client.name).canonicalBytes)
+                return raw.firstRange(of: needle) != nil
+            }
+        }
+        return mayRead(user: change.user, type: type, client: client)
+    }
+
+    func mayRead(_ row: Row, client: APIClient?) -> Bool {
+        guard let client, !client.admin else { return true }
+        if row.projection == .grants { return row.values["client"]?.stringValue == client.name }
+        guard let user = row.values["user"]?.stringValue,
+              let type = row.values["type"]?.stringValue.flatMap(QuantityType.init(name:)) else { return false }
+        return mayRead(user: user, type: type, client: client)
+    }
+
+    /// Nil when allowed, else why not.
+    func mayAppend(_ events: [(InputLocation, Event)], client: APIClient?) -> String? {
+        guard let client, !client.admin else { return nil }
+        for (location, event) in events {
+            guard case .sample(let sample) = event.payload else {
+                return "\(location): client '\(client.name)' may append only samples; \(event.kind.rawValue) events need an admin client"
+            }
+            let share = (try? log.grant(user: sample.user, client: client.name).share) ?? []
+            guard share.contains(sample.type) else {
+                return "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)"
+            }
+        }
+        return nil
+    }
+}

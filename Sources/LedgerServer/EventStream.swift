@@ -1,0 +1,121 @@
+import CMicroHTTPD
+import Foundation
+import LedgerCore
+import LedgerStore
+import Projections
+import Synchronization
+
+/// One Server-Sent Events response (`GET /v1/subscribe/NAME`).
+///
+/// libmicrohttpd asks for body bytes through `fill`, on its own thread. With something to send
+/// (changes after the cursor, or a due heartbeat) it copies them out; with nothing, it suspends
+/// the connection and returns 0, and `wake` — called by the bus when the head moves, or by the
+/// heartbeat timer — resumes it. `lock` makes "nothing to send, so suspend" and "wake up"
+/// exclusive, so a commit between the read and the suspend cannot be missed.
+///
+/// Each event carries all changes of one seq: `id: <seq>`, `event: change`, one `data:` line
+/// per change. A client that reconnects with `Last-Event-ID: <seq>` receives exactly what came
+/// after it.
+final class EventStream: @unchecked Sendable {
+    // @unchecked: `connection` is only used on libmicrohttpd's thread or under `lock`;
+    // `pending` and `cursor` are touched only from `fill`, which MHD calls on its one thread.
+    let connection: OpaquePointer
+    let server: HTTPServer
+    private let filter: ChangeFilter
+    private let client: APIClient?
+    private var cursor: UInt64
+    private var pending: [UInt8] = []
+    private var pendingOffset = 0
+
+    private struct WakeState {
+        var suspended = false
+        var woken = false
+        var heartbeatDue = false
+        var closing = false
+    }
+    private let lock = Mutex(WakeState())
+
+    init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, client: APIClient?, cursor: UInt64) {
+        self.connection = connection
+        self.server = server
+        self.filter = filter
+        self.client = client
+        self.cursor = cursor
+        // The stream opens with a comment so the client sees the headers at once.
+        pending = Array(": stream from seq \(cursor)\n\n".utf8)
+    }
+
+    /// The subscriber's position: every change up to it was sent.
+    var position: UInt64 { cursor }
+
+    /// Called by MHD for the next bytes of the body.
+    func fill(_ buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        while pendingOffset >= pending.count {
+            pending.removeAll(keepingCapacity: true)
+            pendingOffset = 0
+            if lock.withLock({ $0.closing }) { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+            readChanges()
+            if !pending.isEmpty { break }
+            let heartbeat = lock.withLock { state -> Bool in
+                defer { state.heartbeatDue = false }
+                return state.heartbeatDue
+            }
+            if heartbeat {
+                pending = Array(": heartbeat \((try? server.log.head().seq) ?? 0)\n\n".utf8)
+                break
+            }
+            let suspend = lock.withLock { state -> Bool in
+                if state.woken || state.heartbeatDue || state.closing {
+                    state.woken = false
+                    return false
+                }
+                MHD_suspend_connection(connection)
+                state.suspended = true
+                return true
+            }
+            if suspend { return 0 }
+        }
+        let count = min(capacity, pending.count - pendingOffset)
+        pending.withUnsafeBytes { source in
+            UnsafeMutableRawPointer(buffer).copyMemory(from: source.baseAddress! + pendingOffset, byteCount: count)
+        }
+        pendingOffset += count
+        return count
+    }
+
+    /// Reads changes after the cursor into `pending`, grouped by seq, keeping only what this
+    /// client may read now (a revoke takes effect from the next read).
+    private func readChanges() {
+        guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return }
+        var bySeq: [(UInt64, [StoredChange])] = []
+        for change in changes where server.access.mayRead(change, client: client) {
+            if bySeq.last?.0 == change.seq {
+                bySeq[bySeq.count - 1].1.append(change)
+            } else {
+                bySeq.append((change.seq, [change]))
+            }
+        }
+        for (seq, group) in bySeq {
+            pending += Array("id: \(seq)\nevent: change\n".utf8)
+            for change in group {
+                pending += Array("data: ".utf8) + change.json + [0x0A]
+            }
+            pending.append(0x0A)
+        }
+        cursor = through
+    }
+
+    /// Wakes the stream: resumes it if suspended, or makes its next `fill` look again.
+    func wake(heartbeat: Bool = false, closing: Bool = false) {
+        lock.withLock { state in
+            if heartbeat { state.heartbeatDue = true }
+            if closing { state.closing = true }
+            if state.suspended {
+                state.suspended = false
+                MHD_resume_connection(connection)
+            } else {
+                state.woken = true
+            }
+        }
+    }
+}

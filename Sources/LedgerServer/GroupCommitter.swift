@@ -1,0 +1,64 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import Synchronization
+
+/// The one writer of the server: POSTed batches queue here, and a dedicated thread commits
+/// everything queued so far in one LMDB write transaction (group commit), each batch in a
+/// nested transaction so it stays all-or-nothing on its own. Many concurrent requests then
+/// cost one fsync instead of one each.
+///
+/// `completion` callbacks run on the writer thread, after the commit is durable.
+final class GroupCommitter: Sendable {
+    struct Job: Sendable {
+        var events: [(InputLocation?, Event)]
+        var expectHead: UInt64?
+        var completion: @Sendable (Result<EventLog.AppendResult, any Error>) -> Void
+    }
+
+    private let log: EventLog
+    private let queue = Mutex<(jobs: [Job], running: Bool)>(([], true))
+    private let wakeup = DispatchSemaphore(value: 0)
+    private let afterCommit: @Sendable () -> Void
+
+    /// `afterCommit` runs on the writer thread after each group (the server wakes its streams).
+    init(log: EventLog, afterCommit: @escaping @Sendable () -> Void) {
+        self.log = log
+        self.afterCommit = afterCommit
+        let thread = Thread { [self] in run() }
+        thread.name = "ledger-writer"
+        thread.start()
+    }
+
+    func submit(_ job: Job) {
+        queue.withLock { $0.jobs.append(job) }
+        wakeup.signal()
+    }
+
+    func stop() {
+        queue.withLock { $0.running = false }
+        wakeup.signal()
+    }
+
+    private func run() {
+        while true {
+            wakeup.wait()
+            let (jobs, running) = queue.withLock { state -> ([Job], Bool) in
+                let jobs = state.jobs
+                state.jobs.removeAll()
+                return (jobs, state.running)
+            }
+            if !jobs.isEmpty {
+                let results: [Result<EventLog.AppendResult, any Error>]
+                do {
+                    results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead) })
+                } catch {
+                    results = Array(repeating: .failure(error), count: jobs.count)
+                }
+                for (job, result) in zip(jobs, results) { job.completion(result) }
+                afterCommit()
+            }
+            if !running { return }
+        }
+    }
+}

@@ -1,0 +1,488 @@
+import CMicroHTTPD
+import Foundation
+import LedgerBus
+import LedgerCore
+import LedgerStore
+import Projections
+import Synchronization
+
+/// `ledger serve`: the HTTP API of SPEC §9 on libmicrohttpd (one internal epoll thread,
+/// suspend/resume for streams and queued writes).
+///
+/// Threads: libmicrohttpd's thread runs every request handler and SSE body callback (reads are
+/// short LMDB read transactions); the writer thread (`GroupCommitter`) commits POSTed batches;
+/// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
+/// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped.
+public final class HTTPServer: @unchecked Sendable {
+    // @unchecked: `daemon` is set once in `start` before any callback can run and read-only
+    // after; everything mutable is behind a Mutex.
+    public let log: EventLog
+    let bus: ObserverBus
+    let access: Access
+    let authRequired: Bool
+    private let heartbeat: Duration
+    private var daemon: OpaquePointer?
+    private var committer: GroupCommitter!
+    private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
+    private let running = Mutex(true)
+    let metrics = Metrics()
+
+    /// Counters for `/metrics`.
+    final class Metrics: Sendable {
+        let values = Mutex<(appends: Int, duplicates: Int, rejects: Int, requests: Int)>((0, 0, 0, 0))
+    }
+
+    public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15)) {
+        self.log = log
+        self.bus = ObserverBus(log: log)
+        self.access = Access(log: log)
+        self.authRequired = authRequired
+        self.heartbeat = heartbeat
+    }
+
+    /// Why the server could not start.
+    public struct StartError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Binds `host:port` (port 0 picks a free one) and starts serving. Returns the bound port.
+    public func start(host: String, port: UInt16) throws -> UInt16 {
+        try log.ensureProjectionsCurrent()
+        committer = GroupCommitter(log: log) { [weak self] in self?.bus.headMoved() }
+        var storage = sockaddr_storage()
+        let length = try withUnsafeMutableBytes(of: &storage) { raw -> Int in
+            if host.contains(":") {
+                var address = sockaddr_in6()
+                address.sin6_family = sa_family_t(AF_INET6)
+                address.sin6_port = port.bigEndian
+                guard inet_pton(AF_INET6, host, &address.sin6_addr) == 1 else {
+                    throw StartError(description: "'\(host)' is not an IPv4 or IPv6 address")
+                }
+                raw.storeBytes(of: address, as: sockaddr_in6.self)
+                return MemoryLayout<sockaddr_in6>.size
+            }
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            guard inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host, &address.sin_addr) == 1 else {
+                throw StartError(description: "'\(host)' is not an IPv4 or IPv6 address")
+            }
+            raw.storeBytes(of: address, as: sockaddr_in.self)
+            return MemoryLayout<sockaddr_in>.size
+        }
+        _ = length
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        daemon = withUnsafePointer(to: &storage) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                ledger_mhd_start(address, accessHandler, context, requestCompleted, context, 65_000)
+            }
+        }
+        guard let daemon else {
+            throw StartError(description: "cannot listen on \(host):\(port) (address in use, or not allowed)")
+        }
+        bus.start()
+        _ = bus.observe { [weak self] in self?.wakeStreams(heartbeat: false) }
+        let thread = Thread { [weak self] in
+            while let self, self.running.withLock({ $0 }) {
+                let seconds = Double(self.heartbeat.components.seconds) + Double(self.heartbeat.components.attoseconds) / 1e18
+                // Sleep in short steps so that stopping is prompt.
+                var slept = 0.0
+                while slept < seconds, self.running.withLock({ $0 }) {
+                    Thread.sleep(forTimeInterval: min(0.1, seconds - slept))
+                    slept += 0.1
+                }
+                self.wakeStreams(heartbeat: true)
+            }
+        }
+        thread.name = "ledger-heartbeat"
+        thread.start()
+        return ledger_mhd_port(daemon)
+    }
+
+    /// Ends every stream, stops accepting, finishes queued writes, and stops the daemon.
+    public func stop() {
+        running.withLock { $0 = false }
+        let all = streams.withLock { Array($0.values) }
+        all.forEach { $0.wake(closing: true) }
+        Thread.sleep(forTimeInterval: 0.05)
+        committer?.stop()
+        bus.stop()
+        if let daemon { MHD_stop_daemon(daemon) }
+        daemon = nil
+    }
+
+    private func wakeStreams(heartbeat: Bool) {
+        let all = streams.withLock { Array($0.values) }
+        all.forEach { $0.wake(heartbeat: heartbeat) }
+    }
+
+    func register(_ stream: EventStream) {
+        streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+    }
+
+    func unregister(_ stream: EventStream) {
+        _ = streams.withLock { $0.removeValue(forKey: ObjectIdentifier(stream)) }
+    }
+
+    var subscriberCount: Int { streams.withLock { $0.count } }
+
+    /// The lowest position among subscribers, for the lag metric.
+    var slowestSubscriber: UInt64? { streams.withLock { $0.values.map(\.position).min() } }
+
+    // MARK: - Requests
+
+    /// Per-request state, kept in libmicrohttpd's `con_cls` from the first call to completion.
+    final class Request: @unchecked Sendable {
+        // @unchecked: touched on MHD's thread, and by the writer thread only to set `response`
+        // under `lock` before resuming the connection.
+        var body: [UInt8] = []
+        var bodyTooLarge = false
+        var submitted = false
+        let lock = Mutex<Response?>(nil)
+    }
+
+    /// A response ready to queue.
+    struct Response: Sendable {
+        var status: Int
+        var body: [UInt8]
+        var contentType = "application/json"
+        var headers: [(String, String)] = []
+
+        static func json(_ status: Int, _ value: JSONValue) -> Response {
+            Response(status: status, body: value.canonicalBytes + [0x0A])
+        }
+
+        static func error(_ status: Int, _ message: String, extra: [String: JSONValue] = [:]) -> Response {
+            var object = extra
+            object["error"] = .string(message)
+            return json(status, .object(object))
+        }
+    }
+
+    static let maxBody = 64 << 20
+
+    func handle(connection: OpaquePointer, url: String, method: String,
+                upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+                state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        if state.pointee == nil {
+            state.pointee = Unmanaged.passRetained(Request()).toOpaque()
+            return .YES
+        }
+        let request = Unmanaged<Request>.fromOpaque(state.pointee!).takeUnretainedValue()
+        if uploadSize.pointee > 0 {
+            if request.body.count + uploadSize.pointee > HTTPServer.maxBody {
+                request.bodyTooLarge = true
+            } else if let upload {
+                upload.withMemoryRebound(to: UInt8.self, capacity: uploadSize.pointee) {
+                    request.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: uploadSize.pointee))
+                }
+            }
+            uploadSize.pointee = 0
+            return .YES
+        }
+        // A write that finished while the connection was suspended.
+        if request.submitted {
+            guard let response = request.lock.withLock({ $0 }) else { return .YES }
+            return queue(response, on: connection)
+        }
+        metrics.values.withLock { $0.requests += 1 }
+        let client: APIClient?
+        switch authenticate(connection) {
+        case .success(let found): client = found
+        case .failure(let failure): return queue(failure.response, on: connection)
+        }
+        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        let parts = path.split(separator: "/").map(String.init)
+        let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
+        let name = parts.count == 3 ? parts[2] : ""
+        switch (method, route) {
+        case ("POST", "v1/events"):
+            if request.bodyTooLarge { return queue(.error(413, "the body is larger than 64 MiB"), on: connection) }
+            return post(request, connection: connection, client: client)
+        case ("GET", "v1/events"):
+            return queue(getEvents(connection, client: client), on: connection)
+        case ("GET", "v1/projections/*"):
+            return queue(getRows(name, connection: connection, client: client, replay: false), on: connection)
+        case ("GET", "v1/replay/*"):
+            return queue(getRows(name, connection: connection, client: client, replay: true), on: connection)
+        case ("GET", "v1/subscribe/*"):
+            return subscribe(name, connection: connection, client: client)
+        case ("GET", "v1/health"):
+            let head = (try? log.head().seq) ?? 0
+            return queue(.json(200, .object(["status": .string("ok"), "head": .int(Int64(head))])), on: connection)
+        case ("GET", "metrics"):
+            return queue(metricsResponse(), on: connection)
+        case (_, "v1/events"), (_, "v1/projections/*"), (_, "v1/replay/*"), (_, "v1/subscribe/*"), (_, "v1/health"), (_, "metrics"):
+            return queue(.error(405, "\(method) is not allowed on \(path)"), on: connection)
+        default:
+            return queue(.error(404, "no such endpoint: \(path)"), on: connection)
+        }
+    }
+
+    func completed(_ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+        guard let state, let pointer = state.pointee else { return }
+        Unmanaged<Request>.fromOpaque(pointer).release()
+        state.pointee = nil
+    }
+
+    private func authenticate(_ connection: OpaquePointer) -> Result<APIClient?, ResponseFailure> {
+        guard authRequired else { return .success(nil) }
+        guard let header = value(connection, kind: .HEADER_KIND, "Authorization"),
+              header.hasPrefix("Bearer ") else {
+            return .failure(ResponseFailure(response: .error(401, "missing 'Authorization: Bearer <token>'")))
+        }
+        guard let client = try? log.client(forToken: String(header.dropFirst(7))) else {
+            return .failure(ResponseFailure(response: .error(401, "unknown or revoked token")))
+        }
+        return .success(client)
+    }
+
+    struct ResponseFailure: Error { var response: Response }
+
+    private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
+        let batch: [(InputLocation, Event)]
+        do {
+            batch = try EventInput.decode(request.body)
+        } catch {
+            metrics.values.withLock { $0.rejects += 1 }
+            return queue(.error(400, error.description, extra: location(error.location)), on: connection)
+        }
+        if let denied = access.mayAppend(batch, client: client) {
+            metrics.values.withLock { $0.rejects += 1 }
+            return queue(.error(403, denied), on: connection)
+        }
+        var expectHead: UInt64?
+        if let match = value(connection, kind: .HEADER_KIND, "If-Match") {
+            guard let seq = UInt64(match.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else {
+                return queue(.error(400, "'If-Match' must be the expected head seq, got '\(match)'"), on: connection)
+            }
+            expectHead = seq
+        }
+        request.submitted = true
+        MHD_suspend_connection(connection)
+        let metrics = self.metrics
+        let suspended = SuspendedConnection(pointer: connection)
+        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
+            let response: Response
+            switch result {
+            case .success(let appended):
+                metrics.values.withLock {
+                    $0.appends += appended.appended
+                    $0.duplicates += appended.duplicates
+                }
+                response = .json(200, .object([
+                    "appended": .int(Int64(appended.appended)), "duplicates": .int(Int64(appended.duplicates)),
+                    "superseded": .int(Int64(appended.superseded)), "head": .int(Int64(appended.head)),
+                ]))
+            case .failure(let error as InputError):
+                metrics.values.withLock { $0.rejects += 1 }
+                let status = error.field == "id" && error.message.contains("already in the log") ? 409 : 400
+                response = .error(status, error.description, extra: self.location(error.location))
+            case .failure(let error as LedgerError):
+                metrics.values.withLock { $0.rejects += 1 }
+                if case .headMismatch = error {
+                    response = .error(409, error.description)
+                } else {
+                    response = .error(500, error.description)
+                }
+            case .failure(let error):
+                response = .error(500, "\(error)")
+            }
+            request.lock.withLock { $0 = response }
+            MHD_resume_connection(suspended.pointer)
+        })
+        return .YES
+    }
+
+    /// A suspended connection handed to the writer thread, which only resumes it.
+    struct SuspendedConnection: @unchecked Sendable {
+        // @unchecked: MHD_resume_connection may be called from any thread.
+        let pointer: OpaquePointer
+    }
+
+    private func location(_ location: InputLocation?) -> [String: JSONValue] {
+        switch location {
+        case .line(let line)?: ["line": .int(Int64(line))]
+        case .index(let index)?: ["index": .int(Int64(index))]
+        case nil: [:]
+        }
+    }
+
+    private func getEvents(_ connection: OpaquePointer, client: APIClient?) -> Response {
+        let from = value(connection, kind: .GET_ARGUMENT_KIND, "from").map { UInt64($0) } ?? 1
+        let limit = value(connection, kind: .GET_ARGUMENT_KIND, "limit").map { Int($0) } ?? 1000
+        guard let from, let limit, limit > 0 else { return .error(400, "'from' and 'limit' must be whole numbers") }
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        var count = 0
+        do {
+            try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
+                if count >= min(limit, 10_000) { return false }
+                if let client, !client.admin {
+                    guard case .sample(let sample) = try record.event().payload,
+                          access.mayRead(user: sample.user, type: sample.type, client: client) else { return true }
+                }
+                if count > 0 { out.append(UInt8(ascii: ",")) }
+                out += record.json
+                count += 1
+                return true
+            }
+        } catch {
+            return .error(500, "\(error)")
+        }
+        out += Array("]\n".utf8)
+        return Response(status: 200, body: out)
+    }
+
+    private func getRows(_ name: String, connection: OpaquePointer, client: APIClient?, replay: Bool) -> Response {
+        guard let (projection, impliedType) = ProjectionName.parse(name) else {
+            return .error(404, "unknown projection '\(name)' (expected daily, daily-steps, per-source, last-known or grants)")
+        }
+        var filter = RowFilter(user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
+        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
+            guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
+            filter.type = type
+        }
+        for (parameter, keyPath) in [("from", \RowFilter.from), ("to", \RowFilter.to), ("date", \RowFilter.from)] {
+            guard let text = value(connection, kind: .GET_ARGUMENT_KIND, parameter), !(replay && parameter == "to") else { continue }
+            guard let date = CivilDate(parsing: text) else { return .error(400, "'\(parameter)' must be a date YYYY-MM-DD, got '\(text)'") }
+            filter[keyPath: keyPath] = date
+            if parameter == "date" { filter.to = date }
+        }
+        do {
+            var rows: [Row]
+            var headers: [(String, String)] = []
+            if replay {
+                let target: ReplayTarget
+                if let seq = value(connection, kind: .GET_ARGUMENT_KIND, "to_seq") {
+                    guard let number = UInt64(seq) else { return .error(400, "'to_seq' must be a whole number") }
+                    target = .seq(number)
+                } else if let when = value(connection, kind: .GET_ARGUMENT_KIND, "to") {
+                    if let (instant, _) = try? Timestamp.parseRFC3339(when) {
+                        target = .recorded(instant)
+                    } else if let date = CivilDate(parsing: when) {
+                        target = .recorded(Timestamp(microseconds: DayCalendar().window(of: date.daysSinceEpoch, in: try log.defaultZone()).end - 1))
+                    } else {
+                        return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD")
+                    }
+                } else {
+                    return .error(400, "replay needs 'to' or 'to_seq'")
+                }
+                (rows, headers) = try log.withReplay(to: target) { point, query in
+                    (try query.rows(projection, filter: filter),
+                     [("Ledger-As-Of", "seq \(point.seq), recorded \(point.recorded?.rfc3339 ?? "-"), hash \(point.hash.hex)")])
+                }
+            } else {
+                rows = try log.rows(projection, filter: filter)
+            }
+            rows = rows.filter { access.mayRead($0, client: client) }
+            var out: [UInt8] = [UInt8(ascii: "[")]
+            for (index, row) in rows.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += row.jsonBytes
+            }
+            out += Array("]\n".utf8)
+            return Response(status: 200, body: out, headers: headers)
+        } catch {
+            return .error(500, "\(error)")
+        }
+    }
+
+    private func subscribe(_ name: String, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
+        guard let (projection, impliedType) = ProjectionName.parse(name) else {
+            return queue(.error(404, "unknown projection '\(name)'"), on: connection)
+        }
+        var filter = ChangeFilter(projection: projection, user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
+        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
+            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
+            filter.type = type
+        }
+        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
+        let cursor: UInt64
+        if let resume, resume != "now" {
+            guard let seq = UInt64(resume) else { return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq"), on: connection) }
+            cursor = seq
+        } else {
+            cursor = (try? log.head().seq) ?? 0
+        }
+        let stream = EventStream(connection: connection, server: self, filter: filter, client: client, cursor: cursor)
+        register(stream)
+        let context = Unmanaged.passRetained(stream).toOpaque()
+        guard let response = MHD_create_response_from_callback(UInt64.max, 16 * 1024, { context, _, buffer, max in
+            guard let context, let buffer else { return -2 }
+            let stream = Unmanaged<EventStream>.fromOpaque(context).takeUnretainedValue()
+            return stream.fill(buffer, capacity: max)
+        }, context, { context in
+            guard let context else { return }
+            let stream = Unmanaged<EventStream>.fromOpaque(context).takeRetainedValue()
+            stream.server.unregister(stream)
+        }) else {
+            return queue(.error(500, "cannot create the stream"), on: connection)
+        }
+        defer { MHD_destroy_response(response) }
+        MHD_add_response_header(response, "Content-Type", "text/event-stream")
+        MHD_add_response_header(response, "Cache-Control", "no-cache")
+        MHD_add_response_header(response, "X-Accel-Buffering", "no")
+        return MHD_queue_response(connection, 200, response)
+    }
+
+    private func metricsResponse() -> Response {
+        let values = metrics.values.withLock { $0 }
+        let head = (try? log.head().seq) ?? 0
+        let lag = slowestSubscriber.map { head > $0 ? head - $0 : 0 } ?? 0
+        let text = """
+        # HELP ledger_appended_events_total Events appended through the HTTP API.
+        # TYPE ledger_appended_events_total counter
+        ledger_appended_events_total \(values.appends)
+        # HELP ledger_duplicate_events_total Events POSTed that were already in the log.
+        # TYPE ledger_duplicate_events_total counter
+        ledger_duplicate_events_total \(values.duplicates)
+        # HELP ledger_rejected_batches_total Batches refused (invalid, forbidden, conflicting).
+        # TYPE ledger_rejected_batches_total counter
+        ledger_rejected_batches_total \(values.rejects)
+        # HELP ledger_requests_total Requests handled.
+        # TYPE ledger_requests_total counter
+        ledger_requests_total \(values.requests)
+        # HELP ledger_subscribers Open SSE subscriptions.
+        # TYPE ledger_subscribers gauge
+        ledger_subscribers \(subscriberCount)
+        # HELP ledger_head_seq The log's last seq.
+        # TYPE ledger_head_seq gauge
+        ledger_head_seq \(head)
+        # HELP ledger_subscriber_lag_events How far the slowest subscriber is behind the head.
+        # TYPE ledger_subscriber_lag_events gauge
+        ledger_subscriber_lag_events \(lag)
+
+        """
+        return Response(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4")
+    }
+
+    private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {
+        MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
+    }
+
+    private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
+        let made = response.body.withUnsafeBytes { raw in
+            MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), .RESPMEM_MUST_COPY)
+        }
+        guard let made else { return .NO }
+        defer { MHD_destroy_response(made) }
+        MHD_add_response_header(made, "Content-Type", response.contentType)
+        for (name, value) in response.headers { MHD_add_response_header(made, name, value) }
+        return MHD_queue_response(connection, UInt32(response.status), made)
+    }
+}
+
+// libmicrohttpd's callbacks: plain C functions that find the server through their closure pointer.
+
+private let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, state in
+    guard let context, let connection, let url, let method, let uploadSize, let state else { return .NO }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    return server.handle(connection: connection, url: String(cString: url), method: String(cString: method),
+                         upload: upload, uploadSize: uploadSize, state: state)
+}
+
+private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state, _ in
+    guard let context else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    server.completed(state)
+}

@@ -1,0 +1,111 @@
+import Foundation
+import LedgerCore
+import Projections
+
+/// A committed change of a projection row (SPEC §8), as stored.
+public struct StoredChange: Sendable, Equatable {
+    public var seq: UInt64
+    public var projection: ProjectionName
+    public var user: String
+    /// Nil for `grants` rows, which span types.
+    public var type: QuantityType?
+    /// `{"seq":N,"projection":…,"row":…,"previous":…}`
+    public var json: [UInt8]
+}
+
+/// Which changes a subscriber wants. Nil fields match everything.
+public struct ChangeFilter: Sendable, Equatable {
+    public var projection: ProjectionName?
+    public var user: String?
+    public var type: QuantityType?
+
+    public init(projection: ProjectionName? = nil, user: String? = nil, type: QuantityType? = nil) {
+        self.projection = projection
+        self.user = user
+        self.type = type
+    }
+
+    public func matches(_ change: StoredChange) -> Bool {
+        if let projection, projection != change.projection { return false }
+        if let user, user != change.user { return false }
+        if let type, let changeType = change.type, type != changeType { return false }
+        return true
+    }
+}
+
+extension ProjectionName {
+    var code: UInt8 {
+        switch self {
+        case .daily: 1
+        case .perSource: 2
+        case .lastKnown: 3
+        case .grants: 4
+        }
+    }
+
+    init?(code: UInt8) {
+        guard let match = ProjectionName.allCases.first(where: { $0.code == code }) else { return nil }
+        self = match
+    }
+}
+
+/// The `changes` database: `seq` (8 bytes) ‖ index within the seq (4 bytes) → projection code
+/// (1 byte), type code (1 byte, 0 for grants), user length (4 bytes), user, change JSON.
+/// Written in the transaction that commits the events, so a subscriber can resume from any
+/// `seq` and nothing is lost if it is slow or gone. Derived from the log: rebuilt with the
+/// projections.
+extension EventLog {
+    func storeChanges(_ changes: [RowChange], in txn: Transaction) throws {
+        var index: UInt32 = 0
+        var lastSeq: UInt64 = 0
+        for change in changes {
+            if change.seq != lastSeq {
+                index = 0
+                lastSeq = change.seq
+            }
+            let row = change.row ?? change.previous
+            let user = row?.values["user"]?.stringValue ?? ""
+            let type = row?.values["type"]?.stringValue.flatMap(QuantityType.init(name:))
+            var value: [UInt8] = [change.projection.code, type?.code ?? 0]
+            value += UInt64(user.utf8.count).bigEndianBytes.suffix(4)
+            value += Array(user.utf8)
+            value += change.jsonBytes
+            var key = change.seq.bigEndianBytes
+            withUnsafeBytes(of: index.bigEndian) { key += $0 }
+            try txn.put(changesDatabase, key, value, append: true)
+            index += 1
+        }
+    }
+
+    /// Changes with `seq > after` that pass `filter`, whole seqs at a time: reading stops at a
+    /// seq boundary once `limit` changes were examined. Returns them with the last seq
+    /// examined (`through`), so a subscriber whose filter matches nothing still moves on.
+    public func changes(after: UInt64, limit: Int = 1024, filter: ChangeFilter = ChangeFilter())
+        throws -> (changes: [StoredChange], through: UInt64) {
+        try environment.read { txn in
+            var result: [StoredChange] = []
+            var through = after
+            var examined = 0
+            try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
+                let seq = UInt64(bigEndianBytes: key)
+                if examined >= limit, seq != through { return false }
+                examined += 1
+                through = seq
+                guard value.count >= 6, let projection = ProjectionName(code: value[0]) else { return true }
+                let length = Int(UInt32(value[2]) << 24 | UInt32(value[3]) << 16 | UInt32(value[4]) << 8 | UInt32(value[5]))
+                let user = String(decoding: value[6..<(6 + length)], as: UTF8.self)
+                let change = StoredChange(seq: seq, projection: projection, user: user,
+                                          type: QuantityType(code: value[1]), json: Array(value[(6 + length)...]))
+                if filter.matches(change) { result.append(change) }
+                return true
+            }
+            // Seqs with no change at all (duplicates-only batches never get one) are passed too.
+            let head = try head(in: txn).seq
+            if examined < limit { through = max(through, head) }
+            return (result, through)
+        }
+    }
+
+    /// LMDB's last committed transaction id: it moves whenever any process commits.
+    public var lastTransactionID: Int { environment.info.lastTransaction }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import LedgerCore
+
+/// An API client of `ledger serve` (SPEC §9.1).
+public struct APIClient: Sendable, Equatable {
+    public var name: String
+    public var admin: Bool
+    public var created: Timestamp
+}
+
+/// API clients live in the `clients` database, beside the log but not in it: they are
+/// server configuration, not facts about activity. Only a SHA-256 digest of each token is
+/// stored; the token itself is shown once, by `ledger client add`.
+///
+/// Keys: `n` ‖ SHA-256(name) → admin (1 byte) ‖ token digest (32) ‖ created (8) ‖ name;
+/// `t` ‖ token digest → SHA-256(name).
+extension EventLog {
+    public enum ClientError: Error, Equatable, CustomStringConvertible {
+        case exists(String)
+        case unknown(String)
+        case invalidName(String)
+
+        public var description: String {
+            switch self {
+            case .exists(let name): "a client named '\(name)' already exists; remove it first to issue a new token"
+            case .unknown(let name): "no client named '\(name)'"
+            case .invalidName(let reason): reason
+            }
+        }
+    }
+
+    private func nameKey(_ name: String) -> [UInt8] { [UInt8(ascii: "n")] + Digest.sha256(Array(name.utf8)) }
+    private func tokenKey(_ digest: [UInt8]) -> [UInt8] { [UInt8(ascii: "t")] + digest }
+
+    /// Creates a client and returns its token (`ldg_` and 64 hex digits), which is not stored.
+    public func addClient(name: String, admin: Bool) throws -> String {
+        guard !name.isEmpty, name.utf8.count <= EventDecoder.maxNameBytes,
+              !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
+            throw ClientError.invalidName("a client name must be 1 byte to 1 KiB with no control characters")
+        }
+        let token = "ldg_" + Digest.randomBytes(32).hex
+        let digest = Digest.sha256(Array(token.utf8))
+        try environment.write { txn in
+            guard try txn.get(clientsDatabase, nameKey(name)) == nil else { throw ClientError.exists(name) }
+            let value = [admin ? 1 : 0] + digest + UInt64(bitPattern: clock().microseconds).bigEndianBytes + Array(name.utf8)
+            try txn.put(clientsDatabase, nameKey(name), value)
+            try txn.put(clientsDatabase, tokenKey(digest), Digest.sha256(Array(name.utf8)))
+        }
+        return token
+    }
+
+    public func clients() throws -> [APIClient] {
+        try environment.read { txn in
+            var result: [APIClient] = []
+            try txn.scan(clientsDatabase, from: [UInt8(ascii: "n")]) { key, value in
+                guard key.first == UInt8(ascii: "n") else { return false }
+                result.append(EventLog.decodeClient(Array(value)))
+                return true
+            }
+            return result.sorted { $0.name < $1.name }
+        }
+    }
+
+    /// Removes a client; its token stops working at once.
+    public func removeClient(name: String) throws {
+        try environment.write { txn in
+            guard let value = try txn.get(clientsDatabase, nameKey(name)) else { throw ClientError.unknown(name) }
+            try txn.delete(clientsDatabase, tokenKey(Array(value[1..<33])))
+            try txn.delete(clientsDatabase, nameKey(name))
+        }
+    }
+
+    /// The client a bearer token belongs to, or nil. The token's digest is looked up, then
+    /// compared in constant time.
+    public func client(forToken token: String) throws -> APIClient? {
+        let digest = Digest.sha256(Array(token.utf8))
+        return try environment.read { txn in
+            guard let nameDigest = try txn.get(clientsDatabase, tokenKey(digest)),
+                  let value = try txn.get(clientsDatabase, [UInt8(ascii: "n")] + nameDigest),
+                  Digest.constantTimeEqual(Array(value[1..<33]), digest) else { return nil }
+            return EventLog.decodeClient(value)
+        }
+    }
+
+    private static func decodeClient(_ value: [UInt8]) -> APIClient {
+        let created = Int64(bitPattern: UInt64(bigEndianBytes: Array(value[33..<41])))
+        return APIClient(name: String(decoding: value[41...], as: UTF8.self), admin: value[0] == 1,
+                         created: Timestamp(microseconds: created))
+    }
+}
