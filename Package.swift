@@ -53,6 +53,8 @@ let package = Package(
                     path: "Tests/LedgerCoreTests"),
         .testTarget(name: "ProjectionsTests", dependencies: ["Projections", "LedgerCore", "LedgerTestSupport"],
                     path: "Tests/ProjectionsTests"),
+        .testTarget(name: "LedgerBusTests", dependencies: ["LedgerBus", "LedgerStore", "LedgerCore", "LedgerTestSupport"],
+                    path: "Tests/LedgerBusTests"),
         .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerStoreTests"),
         .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],

@@ -12,6 +12,13 @@ let terminatedBySIGTERM = Atomic<Bool>(false)
 /// Makes SIGINT and SIGTERM set `interrupted` instead of killing the process, so long-running
 /// commands can stop cleanly and exit 130.
 func catchInterrupts() {
+    // A parent may have started us with these signals blocked (threads of a test runner often
+    // block all signals, and the mask is inherited): unblock them, or they never arrive.
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGINT)
+    sigaddset(&signals, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
     signal(SIGTERM) { _ in
         terminatedBySIGTERM.store(true, ordering: .relaxed)

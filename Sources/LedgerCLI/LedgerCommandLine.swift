@@ -41,10 +41,8 @@ public enum LedgerCommandLine {
             return fail(.usage(message, usage: Help.synopsis), context)
         }
         do {
-            let rest = Array(arguments.dropFirst())
-            let parsed = command.acceptsAnyArguments
-                ? ParsedArguments(usage: command.usage, flags: rest.contains("--help") || rest.contains("-h") ? ["help"] : [])
-                : try parse(rest, specs: command.options, usage: command.usage, maxPositionals: command.maxPositionals)
+            let parsed = try parse(Array(arguments.dropFirst()), specs: command.options, usage: command.usage,
+                                   maxPositionals: command.maxPositionals)
             if parsed.flags.contains("help") {
                 stdout.write(Help.text(for: command))
                 return 0
@@ -109,7 +107,5 @@ struct Command: Sendable {
     var arguments: [(name: String, help: String)] = []
     var options: [OptionSpec]
     var maxPositionals = 0
-    /// For commands not built yet: any arguments are taken, so the answer is "not implemented".
-    var acceptsAnyArguments = false
     var run: @Sendable (ParsedArguments, CommandContext) throws -> Int32
 }

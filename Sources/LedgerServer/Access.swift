@@ -38,6 +38,19 @@ struct Access: Sendable {
         return mayRead(user: user, type: type, client: client)
     }
 
+    /// For a read or subscription by a non-admin client: nil when it may go ahead (rows are
+    /// then filtered one by one), else why not. It must name a user, and that user must have
+    /// granted it `read` on the type asked for (or on some type, when none is named).
+    func readRefusal(projection: ProjectionName, user: String?, type: QuantityType?, client: APIClient?) -> String? {
+        guard let client, !client.admin, projection != .grants else { return nil }
+        guard let user else { return "client '\(client.name)' is not admin: name the user (?user=…)" }
+        let readable = (try? log.grant(user: user, client: client.name).read) ?? []
+        if let type {
+            return readable.contains(type) ? nil : "user '\(user)' has not granted client '\(client.name)' read on \(type.rawValue)"
+        }
+        return readable.isEmpty ? "user '\(user)' has not granted client '\(client.name)' read on any type" : nil
+    }
+
     /// Nil when allowed, else why not.
     func mayAppend(_ events: [(InputLocation, Event)], client: APIClient?) -> String? {
         guard let client, !client.admin else { return nil }

@@ -200,6 +200,9 @@ public final class HTTPServer: @unchecked Sendable {
             if request.bodyTooLarge { return queue(.error(413, "the body is larger than 64 MiB"), on: connection) }
             return post(request, connection: connection, client: client)
         case ("GET", "v1/events"):
+            if let client, !client.admin {
+                return queue(.error(403, "the raw event log is for admin clients; read projections instead"), on: connection)
+            }
             return queue(getEvents(connection, client: client), on: connection)
         case ("GET", "v1/projections/*"):
             return queue(getRows(name, connection: connection, client: client, replay: false), on: connection)
@@ -348,6 +351,9 @@ public final class HTTPServer: @unchecked Sendable {
             filter[keyPath: keyPath] = date
             if parameter == "date" { filter.to = date }
         }
+        if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
+            return .error(403, refusal)
+        }
         do {
             var rows: [Row]
             var headers: [(String, String)] = []
@@ -395,6 +401,9 @@ public final class HTTPServer: @unchecked Sendable {
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
             guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
             filter.type = type
+        }
+        if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
+            return queue(.error(403, refusal), on: connection)
         }
         let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
         let cursor: UInt64

@@ -16,8 +16,6 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case projectionMismatch(projection: String, row: String)
     /// The disk (or the file system's quota) is full; nothing of the batch was written.
     case diskFull(path: String)
-    /// A feature the contract names that this build does not have yet.
-    case notImplemented(String)
 
     public var description: String {
         switch self {
@@ -35,8 +33,6 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
-        case .notImplemented(let what):
-            "\(what) is not implemented yet"
         }
     }
 }

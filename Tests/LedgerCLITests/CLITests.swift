@@ -206,13 +206,6 @@ struct CommandTests {
             #expect(ledger(["init", "--map-size", "1MiB"], db: db).status == 0)
         }
     }
-
-    @Test("a command not built yet says so and exits 1")
-    func notImplemented() {
-        let run = ledger(["serve", "--listen", "127.0.0.1:8080"])
-        #expect(run.status == 1)
-        #expect(run.stderr == "Error: 'ledger serve' is not implemented yet\n")
-    }
 }
 
 @Suite("Help and usage errors")

@@ -1,0 +1,96 @@
+import Foundation
+import LedgerBus
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Synchronization
+import Testing
+
+func batch(_ lines: [String]) throws -> [(InputLocation?, Event)] {
+    try EventInput.decode(Array(lines.joined(separator: "\n").utf8)).map { (Optional($0.0), $0.1) }
+}
+
+func sample(_ user: String, minute: Int, value: Int) -> String {
+    let start = Fixtures.iso(1_796_025_600 + minute * 60)
+    let end = Fixtures.iso(1_796_025_600 + minute * 60 + 30)
+    return #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(value),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
+}
+
+/// Collects `count` changes from a subscription, failing after `seconds`.
+func collect(_ subscription: ChangeSubscription, count: Int, seconds: Double = 10) async throws -> [StoredChange] {
+    try await withThrowingTaskGroup(of: [StoredChange]?.self) { group in
+        group.addTask {
+            var result: [StoredChange] = []
+            for try await change in subscription {
+                result.append(change)
+                if result.count == count { break }
+            }
+            return result
+        }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        let first = try await group.next()!
+        group.cancelAll()
+        return first ?? []
+    }
+}
+
+@Suite("Observer bus")
+struct ObserverBusTests {
+    @Test("resuming from any k gives exactly the changes after k, then live ones (seeded)")
+    func resumeFromAnyPosition() async throws {
+        var random = SeededGenerator.fromEnvironment()
+        try await withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            for index in 0..<30 {
+                let size = Int.random(in: 1...3, using: &random)
+                let lines = (0..<size).map { _ in
+                    sample(["ann", "bob"].randomElement(using: &random)!, minute: Int.random(in: 0..<2000, using: &random),
+                           value: Int.random(in: 1...500, using: &random))
+                }
+                _ = try log.append(try batch(lines + [sample("cy", minute: index, value: 1)]))
+            }
+            let all = try log.changes(after: 0, limit: 100_000).changes
+            let bus = ObserverBus(log: log)
+            defer { bus.stop() }
+            for _ in 0..<5 {
+                let k = UInt64.random(in: 0...(try log.head().seq), using: &random)
+                let expected = all.filter { $0.seq > k }
+                let got = try await collect(bus.changes(after: k), count: expected.count)
+                #expect(got == expected, "seed \(random.seed), k \(k)")
+            }
+            // Live: a subscription at the head receives a change committed afterwards, by another thread.
+            let head = try log.head().seq
+            let subscription = bus.changes(after: head, filter: ChangeFilter(projection: .daily, user: "zed"))
+            let writer = Task.detached {
+                try await Task.sleep(for: .milliseconds(100))
+                _ = try log.append(try batch([sample("zed", minute: 5, value: 42)]))
+            }
+            let live = try await collect(subscription, count: 1)
+            try await writer.value
+            #expect(live.count == 1)
+            #expect(live.first?.seq == head + 1)
+            #expect(live.first.map { String(decoding: $0.json, as: UTF8.self).contains(#""value":42"#) } == true)
+        }
+    }
+
+    @Test("observers hear about commits made through another environment handle's process")
+    func seesOtherWriters() async throws {
+        let binary = try ledgerBinary()
+        try await withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let bus = ObserverBus(log: log)
+            bus.start()
+            defer { bus.stop() }
+            let heard = Mutex(0)
+            _ = bus.observe { heard.withLock { $0 += 1 } }
+            let appended = try runProcess(binary, ["append", "--db", path], stdin: Array(sample("ann", minute: 1, value: 3).utf8))
+            #expect(appended.status == 0)
+            let deadline = Date().addingTimeInterval(5)
+            while heard.withLock({ $0 }) == 0, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(heard.withLock { $0 } > 0)
+        }
+    }
+}

@@ -1,0 +1,286 @@
+import Foundation
+import LedgerCore
+import LedgerStore
+import LedgerTestSupport
+import Testing
+
+/// A step sample for `user` on 2026-11-29 at `minute` past 08:00 UTC.
+func step(_ user: String = "ann", minute: Int, value: Int = 100, source: String = "iPhone") -> String {
+    let start = String(format: "2026-11-29T08:%02d:00Z", minute)
+    let end = String(format: "2026-11-29T08:%02d:30Z", minute)
+    return #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(value),"start":"\#(start)","end":"\#(end)","source":"\#(source)"}"#
+}
+
+/// The seqs of the changes in an SSE event's data lines.
+func seqs(_ event: SSEEvent?) -> [Int] {
+    (event?.data ?? []).compactMap { line in
+        (try? JSONValue.parse(Array(line.utf8)))?.objectValue?["seq"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } }
+    }
+}
+
+/// Raises this process's open-file limit (1,000 streams need more than the default 1,024).
+func raiseFileLimit() {
+    var limit = rlimit()
+    if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 {
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+}
+
+@Suite("ledger serve (real server on a loopback port, real binary)", .serialized)
+struct ServerTests {
+    struct Fixture {
+        let db: String
+        let binary: String
+        let admin: String
+        let server: ServerProcess
+        var auth: [String: String] { ["Authorization": "Bearer \(admin)"] }
+        var port: UInt16 { server.port }
+
+        func post(_ body: String, token: String? = nil, headers: [String: String] = [:]) throws -> HTTPResponse {
+            try http("POST", port: port, path: "/v1/events", headers: ["Authorization": "Bearer \(token ?? admin)"].merging(headers) { $1 },
+                     body: Array(body.utf8))
+        }
+
+        func appendFromAnotherProcess(_ lines: String) throws -> ProcessOutput {
+            try runProcess(binary, ["append", "--db", db], stdin: Array(lines.utf8))
+        }
+    }
+
+    func withServer(_ body: (Fixture) throws -> Void) throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let add = try runProcess(binary, ["client", "add", "admin", "--admin", "--db", db])
+            try #require(add.status == 0, "\(add.stderr)")
+            let server = try ServerProcess(binary: binary, db: db)
+            defer { server.stop() }
+            try body(Fixture(db: db, binary: binary, admin: add.stdout.trimmingCharacters(in: .whitespacesAndNewlines), server: server))
+        }
+    }
+
+    @Test("subscribe, append from another process, drop, reconnect with Last-Event-ID: exactly the missed changes")
+    func resumeWithLastEventID() throws {
+        try withServer { f in
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann", headers: f.auth)
+            #expect(stream.status == 200)
+            #expect(stream.headers["content-type"] == "text/event-stream")
+            #expect(try f.appendFromAnotherProcess(step(minute: 0)).status == 0)
+            let first = try #require(try stream.nextChange())
+            #expect(first.id == "1")
+            #expect(first.event == "change")
+            #expect(seqs(first) == [1])
+            #expect(first.data[0].contains(#""value":100"#))
+            // Drop the client, append three more while it is away, reconnect.
+            _ = consume stream
+            for minute in 1...3 { #expect(try f.appendFromAnotherProcess(step(minute: minute)).status == 0) }
+            let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann", headers: f.auth.merging(["Last-Event-ID": "1"]) { $1 })
+            var received: [Int] = []
+            for _ in 0..<3 { received += seqs(try resumed.nextChange()) }
+            #expect(received == [2, 3, 4])
+            // Then live, with no repeat: the next change is seq 5.
+            #expect(try f.post(step(minute: 4)).status == 200)
+            #expect(seqs(try resumed.nextChange()) == [5])
+        }
+    }
+
+    @Test("a subscriber that reads nothing does not block appends, and later receives everything")
+    func slowSubscriber() throws {
+        try withServer { f in
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/per-source?from=0", headers: f.auth)
+            // 400 batches while the subscriber reads nothing.
+            for index in 0..<400 {
+                let response = try f.post(step(minute: index % 60, value: index, source: "s\(index)"))
+                try #require(response.status == 200, "append \(index): \(response.body)")
+            }
+            var received: [Int] = []
+            while received.count < 400, let event = try stream.nextChange(timeout: 20) { received += seqs(event) }
+            #expect(received == Array(1...400))
+        }
+    }
+
+    @Test("401, 403, revoke stops delivery, 400 writes nothing, 409 for conflicts and If-Match")
+    func accessAndErrors() throws {
+        try withServer { f in
+            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try http("GET", port: f.port, path: "/v1/health").status == 401)
+            #expect(try http("GET", port: f.port, path: "/v1/health", headers: ["Authorization": "Bearer ldg_nope"]).status == 401)
+            #expect(try http("GET", port: f.port, path: "/v1/health", headers: f.auth).status == 200)
+            // No grant yet: 403 for reading and for appending.
+            let coachAuth = ["Authorization": "Bearer \(coach)"]
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: coachAuth).status == 403)
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily", headers: coachAuth).status == 403)
+            #expect(try f.post(step(minute: 0), token: coach).status == 403)
+            #expect(try http("GET", port: f.port, path: "/v1/events", headers: coachAuth).status == 403)
+            // ann grants read and share on steps.
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":["steps"]}"#).status == 200)
+            #expect(try f.post(step(minute: 0), token: coach).status == 200)
+            let rows = try http("GET", port: f.port, path: "/v1/projections/daily-steps?user=ann", headers: coachAuth)
+            #expect(rows.status == 200)
+            #expect(rows.body.contains(#""value":100"#))
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann&type=distance", headers: coachAuth).status == 403)
+
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann", headers: coachAuth)
+            #expect(stream.status == 200)
+            #expect(try f.post(step(minute: 1)).status == 200)  // seq 3
+            #expect(seqs(try stream.nextChange()) == [3])
+            #expect(try f.post(#"{"kind":"revoke","user":"ann","client":"coach","read":["steps"]}"#).status == 200)  // seq 4
+            #expect(try f.post(step(minute: 2)).status == 200)  // seq 5: must not be delivered
+            // Heartbeats (every second here) carry the head: wait until one shows seq 5 has passed.
+            var sawHead = false
+            for _ in 0..<10 {
+                let event = try #require(try stream.next(timeout: 5))
+                #expect(event.comment != nil, "delivered after the revoke: \(event)")
+                if let comment = event.comment, comment.hasPrefix("heartbeat "), let head = Int(comment.dropFirst(10)), head >= 5 {
+                    sawHead = true
+                    break
+                }
+            }
+            #expect(sawHead)
+
+            // A bad batch: 400 naming the line, nothing appended.
+            let head = try #require(try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"])
+            let bad = try f.post(step(minute: 3) + "\n" + #"{"kind":"sample","type":"steps"}"#)
+            #expect(bad.status == 400)
+            #expect(bad.body.contains(#""line":2"#))
+            let after = try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]
+            #expect(after == head)
+            // The same id with other content: 409. A stale If-Match: 409.
+            let id = "3e1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            let withID = step(minute: 5).replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(id)\",\"kind\"")
+            #expect(try f.post(withID).status == 200)
+            #expect(try f.post(withID.replacingOccurrences(of: "\"value\":100", with: "\"value\":101")).status == 409)
+            #expect(try f.post(step(minute: 6), headers: ["If-Match": "1"]).status == 409)
+            let current = try #require(try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]?.numberValue)
+            #expect(try f.post(step(minute: 6), headers: ["If-Match": "\(Int(current))"]).status == 200)
+            let metrics = try http("GET", port: f.port, path: "/metrics", headers: f.auth)
+            #expect(metrics.body.contains("ledger_subscribers 1\n"))
+            #expect(metrics.body.contains("ledger_rejected_batches_total "))
+        }
+    }
+
+    @Test("1,000 concurrent idle SSE subscribers all receive one appended change")
+    func thousandSubscribers() throws {
+        raiseFileLimit()
+        try withServer { f in
+            var streams: [SSEStream] = []
+            for _ in 0..<1000 {
+                streams.append(try SSEStream(port: f.port, path: "/v1/subscribe/daily-steps", headers: f.auth))
+            }
+            #expect(streams.allSatisfy { $0.status == 200 })
+            #expect(try f.appendFromAnotherProcess(step(minute: 0)).status == 0)
+            var delivered = 0
+            for stream in streams where seqs(try stream.nextChange(timeout: 30)) == [1] { delivered += 1 }
+            #expect(delivered == 1000)
+        }
+    }
+
+    @Test("32 concurrent POSTs are committed, the chain verifies")
+    func concurrentPosts() async throws {
+        let binary = try ledgerBinary()
+        try await withTemporaryLedger { db in
+            let add = try runProcess(binary, ["client", "add", "admin", "--admin", "--db", db])
+            let token = add.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let server = try ServerProcess(binary: binary, db: db)
+            let port = server.port
+            try await withThrowingTaskGroup(of: Int.self) { group in
+                for client in 0..<32 {
+                    group.addTask {
+                        var ok = 0
+                        for index in 0..<10 {
+                            let response = try http("POST", port: port, path: "/v1/events", headers: ["Authorization": "Bearer \(token)"],
+                                                    body: Array(step("u\(client)", minute: index).utf8))
+                            if response.status == 200 { ok += 1 }
+                        }
+                        return ok
+                    }
+                }
+                var total = 0
+                for try await ok in group { total += ok }
+                #expect(total == 320)
+            }
+            #expect(server.stop() == 0)
+            let log = try EventLog(path: db, create: false)
+            #expect(try log.head().seq == 320)
+            #expect(try log.verifyChain().verified == 320)
+            #expect(try log.verifyProjections() > 0)
+        }
+    }
+
+    @Test("--no-auth only on loopback; SIGINT stops serve with 130")
+    func noAuthAndSignals() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let refused = try runProcess(binary, ["serve", "--db", db, "--no-auth", "--listen", "0.0.0.0:0"])
+            #expect(refused.status == 64)
+            #expect(refused.stderr.hasPrefix("Error: --no-auth is allowed only on a loopback address"))
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth"])
+            #expect(try http("GET", port: server.port, path: "/v1/health").status == 200)
+            #expect(try http("GET", port: server.port, path: "/v1/nothing").status == 404)
+            #expect(try http("DELETE", port: server.port, path: "/v1/events").status == 405)
+            #expect(server.stop(signal: SIGINT) == 130)
+        }
+    }
+
+    @Test("ledger subscribe prints the backlog in seq order, then live changes from another process; SIGINT exits 130")
+    func cliSubscribe() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((step(minute: 0) + "\n" + step(minute: 1)).utf8)).status == 0)
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 2).utf8)).status == 0)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["subscribe", "daily-steps", "--from", "0", "--db", db]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let reader = LineReader(handle: output.fileHandleForReading)
+            let backlog = try (0..<2).map { _ in try #require(reader.line(timeout: 10)) }
+            // The first batch (seqs 1–2) is one change at seq 2; the second batch is seq 3.
+            #expect(backlog.map { $0.hasPrefix(#"{"seq":2,"projection":"daily""#) } == [true, false])
+            #expect(backlog[1].hasPrefix(#"{"seq":3,"projection":"daily""#))
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 3).utf8)).status == 0)
+            let live = try #require(reader.line(timeout: 10))
+            #expect(live.hasPrefix(#"{"seq":4,"projection":"daily","row":{"user":"ann","type":"steps","date":"2026-11-29","value":400"#))
+            kill(process.processIdentifier, SIGINT)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 130)
+        }
+    }
+}
+
+/// Reads lines from a pipe with a timeout (a background thread does the blocking reads).
+final class LineReader: @unchecked Sendable {
+    // @unchecked: `lines` is guarded by `condition`.
+    private let condition = NSCondition()
+    private var lines: [String] = []
+
+    init(handle: FileHandle) {
+        let thread = Thread { [self] in
+            var buffer: [UInt8] = []
+            while true {
+                let data = handle.availableData
+                if data.isEmpty { return }
+                buffer += data
+                while let index = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[..<index], as: UTF8.self)
+                    buffer.removeFirst(index + 1)
+                    condition.withLock {
+                        lines.append(line)
+                        condition.broadcast()
+                    }
+                }
+            }
+        }
+        thread.start()
+    }
+
+    func line(timeout: Double) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        return condition.withLock {
+            while lines.isEmpty {
+                if !condition.wait(until: deadline) { return nil }
+            }
+            return lines.removeFirst()
+        }
+    }
+}
