@@ -49,6 +49,8 @@ let package = Package(
                           path: "Tools/ledger-gen"),
         .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"],
                 path: "Tests/LedgerTestSupport"),
+        .executableTarget(name: "ledger-bench", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
+                          path: "Tools/ledger-bench"),
         .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"],
                     path: "Tests/LedgerCoreTests"),
         .testTarget(name: "ProjectionsTests", dependencies: ["Projections", "LedgerCore", "LedgerTestSupport"],

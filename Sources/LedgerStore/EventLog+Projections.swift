@@ -123,6 +123,9 @@ extension EventLog {
     /// Makes sure the stored projections are of this build's fold version and at the head
     /// (rebuilding them otherwise), so that reads see every committed event.
     public func ensureProjectionsCurrent() throws {
+        // Appends keep projections at the head inside their own transactions, so once the
+        // stored state has been found to be of this fold version it stays current.
+        if projectionsChecked.withLock({ $0 }) { return }
         let current = try environment.read { txn -> Bool in
             let version = try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) }
             let position = try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0
@@ -135,6 +138,7 @@ extension EventLog {
                 try setProjectionPosition(try head(in: txn).seq, in: txn)
             }
         }
+        projectionsChecked.withLock { $0 = true }
     }
 
     /// The rows of a projection as it stands now.

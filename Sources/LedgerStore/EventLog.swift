@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import Projections
+import Synchronization
 
 /// The append-only event log of one ledger (SPEC §2, §3, §7).
 ///
@@ -26,6 +27,8 @@ public final class EventLog: Sendable {
     let changesDatabase: Database
     /// API clients and their token digests (`EventLog+Clients.swift`); not part of the log.
     let clientsDatabase: Database
+    /// Whether `ensureProjectionsCurrent` has checked (and if needed rebuilt) the projections.
+    let projectionsChecked = Mutex(false)
     /// The clock stamping `recorded`; injected so tests can step it backwards.
     let clock: @Sendable () -> Timestamp
 
@@ -160,6 +163,22 @@ public final class EventLog: Sendable {
             }
             guard let last = batch.last, batch.count == chunk else { return }
             position = last.seq
+        }
+    }
+
+    /// Walks every stored record with one LMDB cursor, touching each value's bytes and decoding
+    /// nothing: the ceiling any fold over the log can reach. Returns the count.
+    public func scanRawRecords() throws -> Int {
+        try environment.read { txn in
+            var count = 0
+            var checksum: UInt8 = 0
+            try txn.scan(events) { _, value in
+                checksum &+= value[value.count - 1]
+                count += 1
+                return true
+            }
+            _ = checksum
+            return count
         }
     }
 

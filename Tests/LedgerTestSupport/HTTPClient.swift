@@ -194,12 +194,16 @@ public final class SSEStream {
         return started ? event : nil
     }
 
-    /// The next event that is not a comment.
+    /// The next event that is not a comment, within `timeout` seconds in all (heartbeats do
+    /// not extend it).
     public func nextChange(timeout: Double = 10) throws -> SSEEvent? {
-        while let event = try next(timeout: timeout) {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let left = deadline.timeIntervalSinceNow
+            guard left > 0 else { throw HTTPClientError(description: "no change within \(timeout) s") }
+            guard let event = try next(timeout: left) else { return nil }
             if event.comment == nil { return event }
         }
-        return nil
     }
 }
 

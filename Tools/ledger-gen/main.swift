@@ -9,14 +9,17 @@ import LedgerCore
 // a grant per user, and a few corrections. The same seed always gives the same bytes.
 
 let usage = """
-USAGE: ledger-gen [--users N] [--days N] [--seed N] [--start YYYY-MM-DD] [--zone ZONE]
+USAGE: ledger-gen [--users N] [--days N] [--seed N] [--start YYYY-MM-DD] [--zone ZONE] [--ids] [--format F]
 
-Writes NDJSON events to standard output.
+Writes events to standard output.
   --users N      users to generate (default 1)
   --days N       days per user (default 7)
   --seed N       random seed (default 1)
   --start DATE   first day (default 2026-01-01)
   --zone ZONE    users' home zone, written in each sample (default UTC)
+  --ids          give every event an explicit id (so other stores can index the same key)
+  --format F     ndjson (default), json (one array), or export-xml (an Apple Health
+                 export.xml of the samples; grants and corrections are left out)
 
 """
 
@@ -26,6 +29,8 @@ struct Options {
     var seed: UInt64 = 1
     var start = CivilDate(year: 2026, month: 1, day: 1)
     var zone = "UTC"
+    var ids = false
+    var format = "ndjson"
 }
 
 func parseOptions() -> Options {
@@ -40,6 +45,10 @@ func parseOptions() -> Options {
         if name == "--help" || name == "-h" {
             print(usage, terminator: "")
             exit(0)
+        }
+        if name == "--ids" {
+            options.ids = true
+            continue
         }
         guard !arguments.isEmpty else { fail("option '\(name)' needs a value") }
         let value = arguments.removeFirst()
@@ -56,6 +65,9 @@ func parseOptions() -> Options {
         case "--start":
             guard let date = CivilDate(parsing: value) else { fail("--start needs YYYY-MM-DD") }
             options.start = date
+        case "--format":
+            guard ["ndjson", "json", "export-xml"].contains(value) else { fail("--format is ndjson, json or export-xml") }
+            options.format = value
         case "--zone":
             guard Zone(value) != nil else { fail("unknown zone '\(value)'") }
             options.zone = value
@@ -86,10 +98,59 @@ var random = Generator(state: options.seed)
 let zone = Zone(options.zone)!
 var out: [UInt8] = []
 out.reserveCapacity(1 << 22)
+var emitted = 0
+
+switch options.format {
+case "json": out.append(UInt8(ascii: "["))
+case "export-xml":
+    out += Array("""
+    <?xml version="1.0" encoding="UTF-8"?>
+    <!DOCTYPE HealthData [
+    <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation|Workout|ActivitySummary)*)>
+    ]>
+    <HealthData locale="en_US">
+     <ExportDate value="2026-11-29 12:00:00 +0000"/>
+
+    """.utf8)
+default: break
+}
+
+/// HealthKit's identifier and export date form for XML output.
+let healthKitTypes = ["steps": "HKQuantityTypeIdentifierStepCount", "distance": "HKQuantityTypeIdentifierDistanceWalkingRunning",
+                      "flights": "HKQuantityTypeIdentifierFlightsClimbed", "active-energy": "HKQuantityTypeIdentifierActiveEnergyBurned"]
+
+@MainActor func exportDate(_ value: JSONValue?) -> String {
+    guard let text = value?.stringValue, let (instant, _) = try? Timestamp.parseRFC3339(text) else { return "" }
+    let utc = instant.format(offsetSeconds: 0, alwaysFraction: false)
+    return String(utc.prefix(10)) + " " + String(utc.dropFirst(11).prefix(8)) + " +0000"
+}
 
 @MainActor func emit(_ fields: [(String, JSONValue)]) {
-    JSONValue.object(Dictionary(uniqueKeysWithValues: fields)).write(to: &out)
-    out.append(0x0A)
+    var fields = fields
+    let isSample = fields.contains { $0.0 == "kind" && $0.1 == .string("sample") }
+    if options.format == "export-xml" {
+        guard isSample else { return }
+        let object = Dictionary(uniqueKeysWithValues: fields)
+        var number: [UInt8] = []
+        JSONValue.writeNumber(object["value"]?.numberValue ?? 0, to: &number)
+        let source = object["source"]?.objectValue?["name"]?.stringValue ?? "iPhone"
+        let device = object["source"]?.objectValue?["device"]?.stringValue ?? ""
+        let start = exportDate(object["start"])
+        let line = " <Record type=\"\(healthKitTypes[object["type"]?.stringValue ?? ""] ?? "")\" sourceName=\"\(source)\" "
+            + "sourceVersion=\"17.1\" device=\"&lt;&lt;HKDevice: 0x6000\(emitted % 1000)&gt;, name:\(source), model:\(device)&gt;\" "
+            + "unit=\"\(object["unit"]?.stringValue ?? "count")\" creationDate=\"\(start)\" startDate=\"\(start)\" "
+            + "endDate=\"\(exportDate(object["end"]))\" value=\"\(String(decoding: number, as: UTF8.self))\">\n"
+            + "  <MetadataEntry key=\"HKTimeZone\" value=\"\(options.zone)\"/>\n </Record>\n"
+        out += Array(line.utf8)
+    } else {
+        if options.ids, !fields.contains(where: { $0.0 == "id" }) {
+            fields.append(("id", .string(UUID.derived(from: Array("gen-\(options.seed)-\(emitted)".utf8)).lowercased)))
+        }
+        if options.format == "json", emitted > 0 { out.append(UInt8(ascii: ",")) }
+        JSONValue.object(Dictionary(uniqueKeysWithValues: fields)).write(to: &out)
+        if options.format == "ndjson" { out.append(0x0A) }
+    }
+    emitted += 1
     if out.count >= 1 << 22 {
         FileHandle.standardOutput.write(Data(out))
         out.removeAll(keepingCapacity: true)
@@ -174,5 +235,10 @@ for userIndex in 0..<options.users {
         }
     }
     sampleIDs.removeAll()
+}
+switch options.format {
+case "json": out += Array("]\n".utf8)
+case "export-xml": out += Array("</HealthData>\n".utf8)
+default: break
 }
 FileHandle.standardOutput.write(Data(out))
