@@ -1,4 +1,5 @@
 import Foundation
+import LedgerCore
 
 /// Failures the CLI maps to exit codes (SPEC §5).
 enum CLIError: Error {
@@ -147,4 +148,13 @@ func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 
         throw CLIError.usage("option '--\(option)' needs a whole number ≥ 0, got '\(text)'", usage: usage)
     }
     return value
+}
+
+/// `--type T` (a ledger name or a HealthKit identifier), or nil when not given.
+func parseTypeOption(_ arguments: ParsedArguments) throws -> QuantityType? {
+    guard let text = arguments.value("type") else { return nil }
+    guard let type = QuantityType(name: text) else {
+        throw CLIError.usage("unknown type '\(text)' (expected \(QuantityType.acceptedNames))", usage: arguments.usage)
+    }
+    return type
 }

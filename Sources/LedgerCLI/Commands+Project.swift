@@ -130,12 +130,9 @@ extension Commands {
             throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames))", usage: usage)
         }
         var filter = RowFilter(user: arguments.value("user"), type: impliedType)
-        if let text = arguments.value("type") {
-            guard let type = QuantityType(name: text) else {
-                throw CLIError.usage("unknown type '\(text)' (expected \(QuantityType.acceptedNames))", usage: usage)
-            }
+        if let type = try parseTypeOption(arguments) {
             if let impliedType, impliedType != type {
-                throw CLIError.usage("daily-steps is daily --type steps; it cannot take --type \(text)", usage: usage)
+                throw CLIError.usage("daily-steps is daily --type steps; it cannot take --type \(arguments.value("type")!)", usage: usage)
             }
             filter.type = type
         }

@@ -58,12 +58,7 @@ extension Commands {
             filter.projection = projection
             filter.type = impliedType
         }
-        if let text = arguments.value("type") {
-            guard let type = QuantityType(name: text) else {
-                throw CLIError.usage("unknown type '\(text)' (expected \(QuantityType.acceptedNames))", usage: usage)
-            }
-            filter.type = type
-        }
+        if let type = try parseTypeOption(arguments) { filter.type = type }
         let log = try context.openLog(arguments, create: false)
         var cursor: UInt64
         switch arguments.value("from") ?? "now" {

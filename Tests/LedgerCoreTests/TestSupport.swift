@@ -2,21 +2,8 @@ import Foundation
 import Testing
 @testable import LedgerCore
 
-/// A small seeded generator (SplitMix64) so property tests are reproducible: every failing
-/// expectation in a property test carries the seed in its comment.
-struct SeededGenerator: RandomNumberGenerator {
-    private(set) var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// The seeded generator property tests use (every failing expectation carries the seed).
+typealias SeededGenerator = SplitMix64
 
 /// Parses JSON text, failing the test (not crashing) when the fixture itself is malformed.
 func json(_ text: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> JSONValue {

@@ -20,31 +20,17 @@ public func withTemporaryLedger<R>(_ body: (String) async throws -> R) async ret
     return try await body(folder.appendingPathComponent("ledger.db").path)
 }
 
-/// A small deterministic generator (SplitMix64) for property tests: print `seed` on failure
-/// and rerun with it to reproduce.
-public struct SeededGenerator: RandomNumberGenerator, Sendable {
-    public let seed: UInt64
-    private var state: UInt64
+/// The seeded generator of property tests (LedgerCore's SplitMix64): print `seed` on failure
+/// and rerun with `LEDGER_TEST_SEED` to reproduce.
+public typealias SeededGenerator = SplitMix64
 
-    public init(seed: UInt64) {
-        self.seed = seed
-        self.state = seed
-    }
-
+extension SplitMix64 {
     /// A seed from `LEDGER_TEST_SEED` when set (to reproduce a failure), else a random one.
-    public static func fromEnvironment() -> SeededGenerator {
+    public static func fromEnvironment() -> SplitMix64 {
         if let text = ProcessInfo.processInfo.environment["LEDGER_TEST_SEED"], let seed = UInt64(text) {
-            return SeededGenerator(seed: seed)
+            return SplitMix64(seed: seed)
         }
-        return SeededGenerator(seed: UInt64.random(in: 1...UInt64.max))
-    }
-
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        return SplitMix64(seed: UInt64.random(in: 1...UInt64.max))
     }
 }
 

@@ -77,16 +77,8 @@ func parseOptions() -> Options {
     return options
 }
 
-/// SplitMix64: small, fast and the same on every platform.
-struct Generator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+/// Draws from LedgerCore's SplitMix64, so a seed gives the same bytes everywhere.
+extension SplitMix64 {
     mutating func int(_ range: ClosedRange<Int>) -> Int {
         range.lowerBound + Int(next() % UInt64(range.count))
     }
@@ -94,7 +86,7 @@ struct Generator {
 }
 
 let options = parseOptions()
-var random = Generator(state: options.seed)
+var random = SplitMix64(seed: options.seed)
 let zone = Zone(options.zone)!
 var out: [UInt8] = []
 out.reserveCapacity(1 << 22)
