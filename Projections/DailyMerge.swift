@@ -103,6 +103,6 @@ enum DailyMerge {
             bySource[share.source, default: PerSourceValue(source: share.source, value: 0, samples: 0)].value += part
             bySource[share.source]!.samples += 1
         }
-        return bySource.values.sorted { $0.source < $1.source }
+        return bySource.values.sorted { $0.source.utf8.lexicographicallyPrecedes($1.source.utf8) }
     }
 }

@@ -21,13 +21,20 @@ public struct ProjectionQuery {
 
     public init(store: any StateStore) { self.store = store }
 
-    /// The rows of `projection` that pass `filter`.
+    /// Types in the order rows are sorted by (their names).
+    static let typesByName = QuantityType.allCases.sorted { $0.rawValue < $1.rawValue }
+
+    /// The rows of `projection` that pass `filter`, sorted by user, type, date and source.
+    ///
+    /// They are read in that order — users by name, types by name, days ascending in the key,
+    /// sources sorted within each stored day — so no sort of the rows is needed except for
+    /// grants, whose keys hold a digest of the client name.
     public func rows(_ projection: ProjectionName, filter: RowFilter) throws -> [Row] {
         var rows: [Row] = []
         for (userID, name) in try users(filter.user) {
             switch projection {
             case .daily, .perSource:
-                for type in QuantityType.allCases where filter.type == nil || filter.type == type {
+                for type in ProjectionQuery.typesByName where filter.type == nil || filter.type == type {
                     let table: StateTable = projection == .daily ? .daily : .perSource
                     let prefix = StateKey.userType(userID, type)
                     try store.scan(table, prefix: prefix, reverse: false) { key, value in
@@ -45,7 +52,7 @@ public struct ProjectionQuery {
                     }
                 }
             case .lastKnown:
-                for type in QuantityType.allCases where filter.type == nil || filter.type == type {
+                for type in ProjectionQuery.typesByName where filter.type == nil || filter.type == type {
                     guard let value = try store.get(.lastKnown, StateKey.userType(userID, type)) else { continue }
                     let known = LastKnownValue(decoding: value)
                     if let from = filter.from, known.day < from.daysSinceEpoch { continue }
@@ -53,15 +60,18 @@ public struct ProjectionQuery {
                     rows.append(RowBuilder.lastKnown(user: name, type: type, known))
                 }
             case .grants:
+                var grants: [GrantValue] = []
                 try store.scan(.grants, prefix: StateKey.user(userID), reverse: false) { _, value in
                     let grant = GrantValue(decoding: value)
                     if let type = filter.type, !grant.read.contains(type), !grant.share.contains(type) { return true }
-                    rows.append(RowBuilder.grant(user: name, grant))
+                    grants.append(grant)
                     return true
                 }
+                grants.sort { $0.client.utf8.lexicographicallyPrecedes($1.client.utf8) }
+                rows += grants.map { RowBuilder.grant(user: name, $0) }
             }
         }
-        return Row.sorted(rows)
+        return rows
     }
 
     /// The user's profile zone, if any (for "today" in the user's own zone).
@@ -92,6 +102,6 @@ public struct ProjectionQuery {
             result.append((reader.u32(), UserState(decoding: value).name))
             return true
         }
-        return result
+        return result.sorted { $0.1.utf8.lexicographicallyPrecedes($1.1.utf8) }
     }
 }

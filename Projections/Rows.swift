@@ -58,7 +58,10 @@ public struct Row: Sendable, Equatable {
     }
 
     public static func sorted(_ rows: [Row]) -> [Row] {
-        rows.sorted { $0.sortKey.lexicographicallyPrecedes($1.sortKey) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+        // Compute each key once, not in every comparison.
+        rows.map { ($0.sortKey, $0) }
+            .sorted { $0.0.lexicographicallyPrecedes($1.0) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
+            .map(\.1)
     }
 }
 

@@ -9,12 +9,14 @@ import Projections
 // Budgets are the issue's; whether each is met is printed, never asserted.
 
 let usage = """
-USAGE: ledger-bench [--quick] [--events N] [--work DIR] [--keep]
+USAGE: ledger-bench [--quick] [--events N] [--work DIR] [--keep] [--only LIST]
 
   --quick      small data (about 20,000 events): a smoke run for CI, figures not meaningful
   --events N   about how many events to generate (default 1,000,000)
   --work DIR   where to put generated files and ledgers (default: a new temporary folder)
   --keep       keep the work folder
+  --only LIST  run only these scenarios, e.g. 3,4 (with --work, data and the ledger of an
+               earlier run in that folder are reused)
 
 Needs sqlite3 (Debian) and, for the import comparison, healthkit-to-sqlite (installed from PyPI
 into a virtualenv in the work folder when missing; the row says so if that fails).
@@ -26,6 +28,7 @@ struct Options {
     var events = 1_000_000
     var work: String?
     var keep = false
+    var only: Set<Int>?
 }
 
 var options = Options()
@@ -42,6 +45,10 @@ while !arguments.isEmpty {
     case "--work":
         guard let value = arguments.first else { FileHandle.standardError.write(Data("Error: --work needs a folder\n".utf8)); exit(64) }
         options.work = value
+        arguments.removeFirst()
+    case "--only":
+        guard let value = arguments.first else { FileHandle.standardError.write(Data("Error: --only needs a list\n".utf8)); exit(64) }
+        options.only = Set(value.split(separator: ",").compactMap { Int($0) })
         arguments.removeFirst()
     case "--help", "-h": print(usage, terminator: ""); exit(0)
     default: FileHandle.standardError.write(Data("Error: unknown option '\(argument)'\n\(usage)".utf8)); exit(64)
@@ -112,220 +119,238 @@ note("generating ~\(options.events) events (\(usersCount) users × \(days) days)
 let ndjson = work + "/events.ndjson"
 let jsonArray = work + "/events.json"
 let exportXML = work + "/export.xml"
-_ = measure("'\(generator)' --users \(usersCount) --days \(days) --ids --seed 7 > '\(ndjson)'")
-_ = measure("'\(generator)' --users \(usersCount) --days \(days) --ids --seed 7 --format json > '\(jsonArray)'")
+let ledgerDB = work + "/ledger.db"
+let sqliteDB = work + "/sqlite.db"
+let user = "user-1"
+@MainActor func wanted(_ scenario: Int) -> Bool { options.only?.contains(scenario) ?? true }
+let reuse = options.only != nil && FileManager.default.fileExists(atPath: ndjson)
+if !reuse {
+    _ = measure("'\(generator)' --users \(usersCount) --days \(days) --ids --seed 7 > '\(ndjson)'")
+    _ = measure("'\(generator)' --users \(usersCount) --days \(days) --ids --seed 7 --format json > '\(jsonArray)'")
+}
 let eventCount = Int(measure("wc -l < '\(ndjson)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
 note("\(eventCount) events")
 
 // MARK: 1. Ingest
-note("1. ingest")
-let ledgerDB = work + "/ledger.db"
-try? FileManager.default.removeItem(atPath: ledgerDB)
-let append = measure("'\(ledger)' append '\(ndjson)' --db '\(ledgerDB)'")
-let sqliteDB = work + "/sqlite.db"
-try? FileManager.default.removeItem(atPath: sqliteDB)
-let sqliteLoad = measure("""
-sqlite3 '\(sqliteDB)' "CREATE TABLE events(id TEXT NOT NULL, body TEXT NOT NULL); CREATE UNIQUE INDEX events_id ON events(id); \
-INSERT OR IGNORE INTO events SELECT json_extract(value,'$.id'), value FROM json_each(readfile('\(jsonArray)'));"
-""")
-let ingestRatio = sqliteLoad.seconds / append.seconds
-table.append(Row(scenario: "1. ingest \(eventCount) events (`ledger append` vs `sqlite3` json_each into a unique-id table)",
-                 ledger: "\(secs(append.seconds)), \(rate(eventCount, append.seconds)), \(mb(append.peakRSS))",
-                 peer: "\(secs(sqliteLoad.seconds)), \(mb(sqliteLoad.peakRSS))",
-                 ratio: String(format: "%.2f×", ingestRatio), budget: "≥ 2× faster",
-                 met: verdict(append.status == 0 && sqliteLoad.status == 0 ? ingestRatio >= 2 : nil)))
+if wanted(1) {
+    note("1. ingest")
+    try? FileManager.default.removeItem(atPath: ledgerDB)
+    let append = measure("'\(ledger)' append '\(ndjson)' --db '\(ledgerDB)'")
+    try? FileManager.default.removeItem(atPath: sqliteDB)
+    let sqliteLoad = measure("""
+    sqlite3 '\(sqliteDB)' "CREATE TABLE events(id TEXT NOT NULL, body TEXT NOT NULL); CREATE UNIQUE INDEX events_id ON events(id); \
+    INSERT OR IGNORE INTO events SELECT json_extract(value,'$.id'), value FROM json_each(readfile('\(jsonArray)'));"
+    """)
+    let ingestRatio = sqliteLoad.seconds / append.seconds
+    table.append(Row(scenario: "1. ingest \(eventCount) events (`ledger append` vs `sqlite3` json_each into a unique-id table)",
+                     ledger: "\(secs(append.seconds)), \(rate(eventCount, append.seconds)), \(mb(append.peakRSS))",
+                     peer: "\(secs(sqliteLoad.seconds)), \(mb(sqliteLoad.peakRSS))",
+                     ratio: String(format: "%.2f×", ingestRatio), budget: "≥ 2× faster",
+                     met: verdict(append.status == 0 && sqliteLoad.status == 0 ? ingestRatio >= 2 : nil)))
+}
 
 // MARK: 2. Import
-note("2. import")
-let records = options.quick ? 20_000 : 400_000
-_ = measure("'\(generator)' --users \(max(1, records / (365 * 80))) --days \(options.quick ? 100 : 365) --seed 9 --format export-xml > '\(exportXML)'")
-let xmlRecords = Int(measure("grep -c '<Record ' '\(exportXML)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
-let importDB = work + "/import.db"
-try? FileManager.default.removeItem(atPath: importDB)
-let importRun = measure("'\(ledger)' import apple-health '\(exportXML)' --db '\(importDB)'")
-var hk = work + "/venv/bin/healthkit-to-sqlite"
-if !FileManager.default.isExecutableFile(atPath: hk) {
-    note("installing healthkit-to-sqlite from PyPI into \(work)/venv")
-    _ = measure("python3 -m venv '\(work)/venv' && '\(work)/venv/bin/pip' install -q healthkit-to-sqlite")
-}
-var peerImport = "not measured (healthkit-to-sqlite could not be installed)"
-var importRatio: Double?
-if FileManager.default.isExecutableFile(atPath: hk) {
-    try? FileManager.default.removeItem(atPath: work + "/hk.db")
-    let hkRun = measure("'\(hk)' --xml --silent '\(exportXML)' '\(work)/hk.db'")
-    if hkRun.status == 0 {
-        peerImport = "\(secs(hkRun.seconds)), \(rate(xmlRecords, hkRun.seconds)), \(mb(hkRun.peakRSS))"
-        importRatio = hkRun.seconds / importRun.seconds
+if wanted(2) {
+    note("2. import")
+    let records = options.quick ? 20_000 : 400_000
+    _ = measure("'\(generator)' --users \(max(1, records / (365 * 80))) --days \(options.quick ? 100 : 365) --seed 9 --format export-xml > '\(exportXML)'")
+    let xmlRecords = Int(measure("grep -c '<Record ' '\(exportXML)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    let importDB = work + "/import.db"
+    try? FileManager.default.removeItem(atPath: importDB)
+    let importRun = measure("'\(ledger)' import apple-health '\(exportXML)' --db '\(importDB)'")
+    var hk = work + "/venv/bin/healthkit-to-sqlite"
+    if !FileManager.default.isExecutableFile(atPath: hk) {
+        note("installing healthkit-to-sqlite from PyPI into \(work)/venv")
+        _ = measure("python3 -m venv '\(work)/venv' && '\(work)/venv/bin/pip' install -q healthkit-to-sqlite")
     }
+    var peerImport = "not measured (healthkit-to-sqlite could not be installed)"
+    var importRatio: Double?
+    if FileManager.default.isExecutableFile(atPath: hk) {
+        try? FileManager.default.removeItem(atPath: work + "/hk.db")
+        let hkRun = measure("'\(hk)' --xml --silent '\(exportXML)' '\(work)/hk.db'")
+        if hkRun.status == 0 {
+            peerImport = "\(secs(hkRun.seconds)), \(rate(xmlRecords, hkRun.seconds)), \(mb(hkRun.peakRSS))"
+            importRatio = hkRun.seconds / importRun.seconds
+        }
+    }
+    let importRate = Double(xmlRecords) / importRun.seconds
+    table.append(Row(scenario: "2. import a generated export.xml, \(xmlRecords) records (vs healthkit-to-sqlite)",
+                     ledger: "\(secs(importRun.seconds)), \(rate(xmlRecords, importRun.seconds)), \(mb(importRun.peakRSS))",
+                     peer: peerImport, ratio: importRatio.map { String(format: "%.1f×", $0) } ?? "-",
+                     budget: "≥ 10× and ≥ 300,000 records/s",
+                     met: verdict(importRatio.map { $0 >= 10 && importRate >= 300_000 })))
 }
-let importRate = Double(xmlRecords) / importRun.seconds
-table.append(Row(scenario: "2. import a generated export.xml, \(xmlRecords) records (vs healthkit-to-sqlite)",
-                 ledger: "\(secs(importRun.seconds)), \(rate(xmlRecords, importRun.seconds)), \(mb(importRun.peakRSS))",
-                 peer: peerImport, ratio: importRatio.map { String(format: "%.1f×", $0) } ?? "-",
-                 budget: "≥ 10× and ≥ 300,000 records/s",
-                 met: verdict(importRatio.map { $0 >= 10 && importRate >= 300_000 })))
 
 // MARK: 3. Rebuild vs a raw LMDB scan
-note("3. rebuild")
-let rebuild = measure("'\(ledger)' rebuild --db '\(ledgerDB)'")
-var scanSeconds = Double.nan
-var scanned = 0
-if let log = try? EventLog(path: ledgerDB, create: false) {
-    let started = Date()
-    scanned = (try? log.scanRawRecords()) ?? 0
-    scanSeconds = Date().timeIntervalSince(started)
+if wanted(3) {
+    note("3. rebuild")
+    let rebuild = measure("'\(ledger)' rebuild --db '\(ledgerDB)'")
+    var scanSeconds = Double.nan
+    var scanned = 0
+    if let log = try? EventLog(path: ledgerDB, create: false) {
+        let started = Date()
+        scanned = (try? log.scanRawRecords()) ?? 0
+        scanSeconds = Date().timeIntervalSince(started)
+    }
+    let rebuildRate = Double(eventCount) / rebuild.seconds
+    table.append(Row(scenario: "3. rebuild every projection from the \(eventCount)-event log (vs a raw LMDB cursor scan, the ceiling)",
+                     ledger: "\(secs(rebuild.seconds)), \(rate(eventCount, rebuild.seconds)), \(mb(rebuild.peakRSS))",
+                     peer: "\(secs(scanSeconds)), \(rate(scanned, scanSeconds))",
+                     ratio: String(format: "%.0f× slower than the scan", rebuild.seconds / scanSeconds),
+                     budget: "≥ 1,000,000 events/s", met: verdict(rebuild.status == 0 ? rebuildRate >= 1_000_000 : nil)))
 }
-let rebuildRate = Double(eventCount) / rebuild.seconds
-table.append(Row(scenario: "3. rebuild every projection from the \(eventCount)-event log (vs a raw LMDB cursor scan, the ceiling)",
-                 ledger: "\(secs(rebuild.seconds)), \(rate(eventCount, rebuild.seconds)), \(mb(rebuild.peakRSS))",
-                 peer: "\(secs(scanSeconds)), \(rate(scanned, scanSeconds))",
-                 ratio: String(format: "%.0f× slower than the scan", rebuild.seconds / scanSeconds),
-                 budget: "≥ 1,000,000 events/s", met: verdict(rebuild.status == 0 ? rebuildRate >= 1_000_000 : nil)))
 
 // MARK: 4. Daily steps for one user over a year
-note("4. daily steps")
-let user = "user-1"
-var inProcess: [Double] = []
-if let log = try? EventLog(path: ledgerDB, create: false) {
-    let filter = RowFilter(user: user, type: .steps, from: CivilDate(year: 2026, month: 1, day: 1), to: CivilDate(year: 2026, month: 12, day: 31))
-    _ = try? log.rows(.daily, filter: filter)
-    for _ in 0..<(options.quick ? 200 : 2000) {
-        let started = DispatchTime.now().uptimeNanoseconds
+if wanted(4) {
+    note("4. daily steps")
+    var inProcess: [Double] = []
+    if let log = try? EventLog(path: ledgerDB, create: false) {
+        let filter = RowFilter(user: user, type: .steps, from: CivilDate(year: 2026, month: 1, day: 1), to: CivilDate(year: 2026, month: 12, day: 31))
         _ = try? log.rows(.daily, filter: filter)
-        inProcess.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        for _ in 0..<(options.quick ? 200 : 2000) {
+            let started = DispatchTime.now().uptimeNanoseconds
+            _ = try? log.rows(.daily, filter: filter)
+            inProcess.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        }
     }
+    var processRuns: [Double] = []
+    var sqliteRuns: [Double] = []
+    _ = measure("""
+    sqlite3 '\(sqliteDB)' "CREATE TABLE IF NOT EXISTS samples AS SELECT json_extract(body,'$.user') AS user, json_extract(body,'$.type') AS type, \
+    json_extract(body,'$.start') AS start, json_extract(body,'$.value') AS value FROM events WHERE json_extract(body,'$.kind')='sample'; \
+    CREATE INDEX IF NOT EXISTS samples_user ON samples(user, type, start);"
+    """)
+    for _ in 0..<(options.quick ? 3 : 10) {
+        processRuns.append(measure("'\(ledger)' project daily-steps --user \(user) --format json --db '\(ledgerDB)'").seconds)
+        sqliteRuns.append(measure("""
+        sqlite3 -json '\(sqliteDB)' "SELECT user, substr(start,1,10) AS date, sum(value) AS value FROM samples WHERE user='\(user)' AND type='steps' GROUP BY date ORDER BY date"
+        """).seconds)
+    }
+    let p50 = percentile(inProcess, 0.5)
+    let processRatio = percentile(sqliteRuns, 0.5) / percentile(processRuns, 0.5)
+    table.append(Row(scenario: "4. daily steps, one user, one year: in process (p50 / p99)",
+                     ledger: "\(micros(p50)) / \(micros(percentile(inProcess, 0.99)))", peer: "-", ratio: "-",
+                     budget: "p50 < 50 µs", met: verdict(inProcess.isEmpty ? nil : p50 < 50e-6)))
+    table.append(Row(scenario: "4. the same as a process (`ledger project daily-steps` vs SQLite `GROUP BY`, medians)",
+                     ledger: secs(percentile(processRuns, 0.5)), peer: secs(percentile(sqliteRuns, 0.5)),
+                     ratio: String(format: "%.1f×", processRatio), budget: "≥ 10× faster", met: verdict(processRatio >= 10)))
 }
-var processRuns: [Double] = []
-var sqliteRuns: [Double] = []
-_ = measure("""
-sqlite3 '\(sqliteDB)' "CREATE TABLE IF NOT EXISTS samples AS SELECT json_extract(body,'$.user') AS user, json_extract(body,'$.type') AS type, \
-json_extract(body,'$.start') AS start, json_extract(body,'$.value') AS value FROM events WHERE json_extract(body,'$.kind')='sample'; \
-CREATE INDEX IF NOT EXISTS samples_user ON samples(user, type, start);"
-""")
-for _ in 0..<(options.quick ? 3 : 10) {
-    processRuns.append(measure("'\(ledger)' project daily-steps --user \(user) --format json --db '\(ledgerDB)'").seconds)
-    sqliteRuns.append(measure("""
-    sqlite3 -json '\(sqliteDB)' "SELECT user, substr(start,1,10) AS date, sum(value) AS value FROM samples WHERE user='\(user)' AND type='steps' GROUP BY date ORDER BY date"
-    """).seconds)
-}
-let p50 = percentile(inProcess, 0.5)
-let processRatio = percentile(sqliteRuns, 0.5) / percentile(processRuns, 0.5)
-table.append(Row(scenario: "4. daily steps, one user, one year: in process (p50 / p99)",
-                 ledger: "\(micros(p50)) / \(micros(percentile(inProcess, 0.99)))", peer: "-", ratio: "-",
-                 budget: "p50 < 50 µs", met: verdict(inProcess.isEmpty ? nil : p50 < 50e-6)))
-table.append(Row(scenario: "4. the same as a process (`ledger project daily-steps` vs SQLite `GROUP BY`, medians)",
-                 ledger: secs(percentile(processRuns, 0.5)), peer: secs(percentile(sqliteRuns, 0.5)),
-                 ratio: String(format: "%.1f×", processRatio), budget: "≥ 10× faster", met: verdict(processRatio >= 10)))
 
 // MARK: 5. Replay to the midpoint
-note("5. replay")
-let replay = measure("'\(ledger)' replay --to-seq \(eventCount / 2) --projection daily --user \(user) --db '\(ledgerDB)'")
-table.append(Row(scenario: "5. `replay --to-seq` the midpoint (\(eventCount / 2))",
-                 ledger: "\(secs(replay.seconds)), \(mb(replay.peakRSS))", peer: "-", ratio: "-",
-                 budget: "< 1 s", met: verdict(replay.status == 0 ? replay.seconds < 1 : nil)))
+if wanted(5) {
+    note("5. replay")
+    let replay = measure("'\(ledger)' replay --to-seq \(eventCount / 2) --projection daily --user \(user) --db '\(ledgerDB)'")
+    table.append(Row(scenario: "5. `replay --to-seq` the midpoint (\(eventCount / 2))",
+                     ledger: "\(secs(replay.seconds)), \(mb(replay.peakRSS))", peer: "-", ratio: "-",
+                     budget: "< 1 s", met: verdict(replay.status == 0 ? replay.seconds < 1 : nil)))
+}
 
 // MARK: 6. Durable single-event appends, and group commit over HTTP
-note("6. appends")
-let appendDB = work + "/appends.db"
-try? FileManager.default.removeItem(atPath: appendDB)
-var latencies: [Double] = []
-if let log = try? EventLog(path: appendDB, create: true) {
-    for index in 0..<(options.quick ? 100 : 500) {
-        let line = #"{"kind":"sample","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
-        guard let events = try? EventInput.decode(Array(line.utf8)) else { continue }
-        let started = DispatchTime.now().uptimeNanoseconds
-        _ = try? log.append(events.map { (Optional($0.0), $0.1) })
-        latencies.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+if wanted(6) {
+    note("6. appends")
+    let appendDB = work + "/appends.db"
+    try? FileManager.default.removeItem(atPath: appendDB)
+    var latencies: [Double] = []
+    if let log = try? EventLog(path: appendDB, create: true) {
+        for index in 0..<(options.quick ? 100 : 500) {
+            let line = #"{"kind":"sample","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
+            guard let events = try? EventInput.decode(Array(line.utf8)) else { continue }
+            let started = DispatchTime.now().uptimeNanoseconds
+            _ = try? log.append(events.map { (Optional($0.0), $0.1) })
+            latencies.append(Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9)
+        }
     }
-}
-let singleRate = 1 / percentile(latencies, 0.5)
-var groupRate: Double?
-let httpDB = work + "/http.db"
-try? FileManager.default.removeItem(atPath: httpDB)
-let token = measure("'\(ledger)' client add bench --admin --db '\(httpDB)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-if let server = try? ServerProcess(binary: ledger, db: httpDB) {
-    let perClient = options.quick ? 20 : 100
-    let port = server.port
-    let started = Date()
-    // 32 real threads (concurrentPerform would run only as many as there are cores).
-    let done = DispatchGroup()
-    for client in 0..<32 {
-        done.enter()
-        Thread {
-            for index in 0..<perClient {
-                let line = #"{"kind":"sample","user":"c\#(client)","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
-                _ = try? http("POST", port: port, path: "/v1/events", headers: ["Authorization": "Bearer \(token)"], body: Array(line.utf8))
-            }
-            done.leave()
-        }.start()
+    let singleRate = 1 / percentile(latencies, 0.5)
+    var groupRate: Double?
+    let httpDB = work + "/http.db"
+    try? FileManager.default.removeItem(atPath: httpDB)
+    let token = measure("'\(ledger)' client add bench --admin --db '\(httpDB)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    if let server = try? ServerProcess(binary: ledger, db: httpDB) {
+        let perClient = options.quick ? 20 : 100
+        let port = server.port
+        let started = Date()
+        // 32 real threads (concurrentPerform would run only as many as there are cores).
+        let done = DispatchGroup()
+        for client in 0..<32 {
+            done.enter()
+            Thread {
+                for index in 0..<perClient {
+                    let line = #"{"kind":"sample","user":"c\#(client)","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
+                    _ = try? http("POST", port: port, path: "/v1/events", headers: ["Authorization": "Bearer \(token)"], body: Array(line.utf8))
+                }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        groupRate = Double(32 * perClient) / Date().timeIntervalSince(started)
+        server.stop()
     }
-    done.wait()
-    groupRate = Double(32 * perClient) / Date().timeIntervalSince(started)
-    server.stop()
+    table.append(Row(scenario: "6. durable single-event appends in process (p50 / p99)",
+                     ledger: "\(secs(percentile(latencies, 0.5))) / \(secs(percentile(latencies, 0.99)))", peer: "-", ratio: "-",
+                     budget: "-", met: "-"))
+    table.append(Row(scenario: "6. 32 concurrent HTTP clients posting one event each (group commit) vs the single-commit rate",
+                     ledger: groupRate.map { String(format: "%.0f events/s", $0) } ?? "failed",
+                     peer: String(format: "%.0f commits/s", singleRate),
+                     ratio: groupRate.map { String(format: "%.1f×", $0 / singleRate) } ?? "-",
+                     budget: "≥ 10×", met: verdict(groupRate.map { $0 / singleRate >= 10 })))
 }
-table.append(Row(scenario: "6. durable single-event appends in process (p50 / p99)",
-                 ledger: "\(secs(percentile(latencies, 0.5))) / \(secs(percentile(latencies, 0.99)))", peer: "-", ratio: "-",
-                 budget: "-", met: "-"))
-table.append(Row(scenario: "6. 32 concurrent HTTP clients posting one event each (group commit) vs the single-commit rate",
-                 ledger: groupRate.map { String(format: "%.0f events/s", $0) } ?? "failed",
-                 peer: String(format: "%.0f commits/s", singleRate),
-                 ratio: groupRate.map { String(format: "%.1f×", $0 / singleRate) } ?? "-",
-                 budget: "≥ 10×", met: verdict(groupRate.map { $0 / singleRate >= 10 })))
 
 // MARK: 7. Notification latency and idle memory
-note("7. notifications")
-let sseDB = work + "/sse.db"
-try? FileManager.default.removeItem(atPath: sseDB)
-let sseToken = measure("'\(ledger)' client add bench --admin --db '\(sseDB)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-var notify: [Double] = []
-var idleRSS: Int?
-let idleCount = options.quick ? 1_000 : 10_000
-if let server = try? ServerProcess(binary: ledger, db: sseDB) {
-    var limit = rlimit()
-    getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    limit.rlim_cur = limit.rlim_max
-    setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
-    let auth = ["Authorization": "Bearer \(sseToken)"]
-    let subscribers = (0..<100).compactMap { _ in try? SSEStream(port: server.port, path: "/v1/subscribe/daily-steps", headers: auth) }
-    note("\(subscribers.count) subscribers connected")
-    let appends = options.quick ? 50 : 300
-    for index in 0..<appends {
-        // Each sample a new minute, so each changes the day's total (and so the daily row).
-        let start = Fixtures.iso(1_767_225_600 + index * 60)
-        let end = Fixtures.iso(1_767_225_600 + index * 60 + 30)
-        let line = #"{"kind":"sample","type":"steps","value":\#(index + 1),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
-        let started = DispatchTime.now().uptimeNanoseconds
-        _ = try? http("POST", port: server.port, path: "/v1/events", headers: auth, body: Array(line.utf8))
-        // Commit → every subscriber's receipt (the POST returns after the commit).
-        var missed = 0
-        for subscriber in subscribers where (try? subscriber.nextChange(timeout: 2)) == nil { missed += 1 }
-        if missed > 0 {
-            note("\(missed) subscribers missed append \(index); stopping the latency run")
-            break
+if wanted(7) {
+    note("7. notifications")
+    let sseDB = work + "/sse.db"
+    try? FileManager.default.removeItem(atPath: sseDB)
+    let sseToken = measure("'\(ledger)' client add bench --admin --db '\(sseDB)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    var notify: [Double] = []
+    var idleRSS: Int?
+    let idleCount = options.quick ? 1_000 : 10_000
+    if let server = try? ServerProcess(binary: ledger, db: sseDB) {
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        let auth = ["Authorization": "Bearer \(sseToken)"]
+        let subscribers = (0..<100).compactMap { _ in try? SSEStream(port: server.port, path: "/v1/subscribe/daily-steps", headers: auth) }
+        note("\(subscribers.count) subscribers connected")
+        let appends = options.quick ? 50 : 300
+        for index in 0..<appends {
+            // Each sample a new minute, so each changes the day's total (and so the daily row).
+            let start = Fixtures.iso(1_767_225_600 + index * 60)
+            let end = Fixtures.iso(1_767_225_600 + index * 60 + 30)
+            let line = #"{"kind":"sample","type":"steps","value":\#(index + 1),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
+            let started = DispatchTime.now().uptimeNanoseconds
+            _ = try? http("POST", port: server.port, path: "/v1/events", headers: auth, body: Array(line.utf8))
+            // Commit → every subscriber's receipt (the POST returns after the commit).
+            var missed = 0
+            for subscriber in subscribers where (try? subscriber.nextChange(timeout: 2)) == nil { missed += 1 }
+            if missed > 0 {
+                note("\(missed) subscribers missed append \(index); stopping the latency run")
+                break
+            }
+            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+            notify.append(elapsed)
+            // Pace at about 1,000 appends a second.
+            if elapsed < 0.001 { usleep(useconds_t((0.001 - elapsed) * 1e6)) }
         }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
-        notify.append(elapsed)
-        // Pace at about 1,000 appends a second.
-        if elapsed < 0.001 { usleep(useconds_t((0.001 - elapsed) * 1e6)) }
+        var idle: [SSEStream] = []
+        for _ in 0..<idleCount {
+            guard let stream = try? SSEStream(port: server.port, path: "/v1/subscribe/daily-steps", headers: auth) else { break }
+            idle.append(stream)
+        }
+        if let status = try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8),
+           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+           let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
+            idleRSS = kb * 1024
+        }
+        note("opened \(idle.count) idle subscribers")
+        server.stop()
     }
-    var idle: [SSEStream] = []
-    for _ in 0..<idleCount {
-        guard let stream = try? SSEStream(port: server.port, path: "/v1/subscribe/daily-steps", headers: auth) else { break }
-        idle.append(stream)
-    }
-    if let status = try? String(contentsOfFile: "/proc/\(server.process.processIdentifier)/status", encoding: .utf8),
-       let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
-       let kb = Int(line.split(separator: " ").dropFirst().first ?? "") {
-        idleRSS = kb * 1024
-    }
-    note("opened \(idle.count) idle subscribers")
-    server.stop()
+    table.append(Row(scenario: "7. commit → SSE delivery to all of 100 subscribers (p50 / p99), ~1,000 appends/s",
+                     ledger: "\(secs(percentile(notify, 0.5))) / \(secs(percentile(notify, 0.99)))", peer: "-", ratio: "-",
+                     budget: "-", met: "-"))
+    table.append(Row(scenario: "7. server memory with \(idleCount) idle subscribers", ledger: idleRSS.map(mb) ?? "not measured",
+                     peer: "-", ratio: "-", budget: "-", met: "-"))
 }
-table.append(Row(scenario: "7. commit → SSE delivery to all of 100 subscribers (p50 / p99), ~1,000 appends/s",
-                 ledger: "\(secs(percentile(notify, 0.5))) / \(secs(percentile(notify, 0.99)))", peer: "-", ratio: "-",
-                 budget: "-", met: "-"))
-table.append(Row(scenario: "7. server memory with \(idleCount) idle subscribers", ledger: idleRSS.map(mb) ?? "not measured",
-                 peer: "-", ratio: "-", budget: "-", met: "-"))
 
 // MARK: - Report
 
