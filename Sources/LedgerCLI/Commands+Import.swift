@@ -22,7 +22,7 @@ extension Commands {
         options: [helpOption, dbOption,
                   OptionSpec(name: "user", value: "U", help: "The user the samples belong to (default: default)."),
                   OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone)."),
-                  OptionSpec(name: "batch", value: "N", help: "Records per committed batch (default: 20000).")],
+                  OptionSpec(name: "batch", value: "N", help: "Records per committed batch (default: 10000).")],
         maxPositionals: 2
     ) { arguments, context in
         let usage = arguments.usage
@@ -42,7 +42,7 @@ extension Commands {
             }
             zone = text
         }
-        let batchSize = try arguments.value("batch").map { Int(try parseCount($0, option: "batch", usage: usage)) } ?? 20_000
+        let batchSize = try arguments.value("batch").map { Int(try parseCount($0, option: "batch", usage: usage)) } ?? 10_000
         guard batchSize > 0 else { throw CLIError.usage("'--batch' must be at least 1", usage: usage) }
 
         let reader: HealthExportReader
@@ -65,6 +65,7 @@ extension Commands {
             summary.superseded += result.superseded
             summary.committedRecords = summary.read
             batch.removeAll(keepingCapacity: true)
+            log.environment.releaseMappedPages()
         }
 
         do {

@@ -163,6 +163,24 @@ public final class Environment: @unchecked Sendable {
         return (info.me_mapsize, info.me_last_pgno, info.me_last_txnid, Int(info.me_numreaders))
     }
 
+    /// Drops this process's resident copies of the map's pages (`madvise(MADV_DONTNEED)` on the
+    /// read-only shared mapping LMDB reads through). The data stays in the OS page cache and
+    /// is faulted back in on the next read; long imports call this between batches so their
+    /// RSS reflects their own memory rather than every page of the ledger they touched.
+    public func releaseMappedPages() {
+        // LMDB does not expose where it mapped the file (me_mapaddr is only set with
+        // MDB_FIXEDMAP), so find the mapping of data.mdb in /proc/self/maps.
+        let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+        let resolved = (dataFile as NSString).resolvingSymlinksInPath
+        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return }
+        for line in maps.split(separator: "\n") where line.hasSuffix(dataFile) || line.hasSuffix(resolved) {
+            let range = line.prefix { $0 != " " }.split(separator: "-")
+            guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
+                  let address = UnsafeMutableRawPointer(bitPattern: start) else { continue }
+            madvise(address, Int(end - start), MADV_DONTNEED)
+        }
+    }
+
     /// The page size (`mdb_env_stat`).
     public var pageSize: Int {
         var stat = MDB_stat()
