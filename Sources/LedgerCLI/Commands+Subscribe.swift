@@ -89,10 +89,13 @@ extension Commands {
                 wrote = !changes.isEmpty
                 cursor = through
             }
-            // Nothing new: wait for LMDB's last transaction to move (another process committing).
+            // Nothing new: wait for LMDB's last transaction to move (another process committing),
+            // and look again at least every second whatever it says.
             if !wrote {
-                while log.lastTransactionID == transaction, !interrupted.load(ordering: .relaxed) {
+                var waited = 0
+                while log.lastTransactionID == transaction, !interrupted.load(ordering: .relaxed), waited < 100 {
                     usleep(10_000)
+                    waited += 1
                 }
             }
         }

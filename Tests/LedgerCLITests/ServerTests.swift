@@ -233,13 +233,16 @@ struct ServerTests {
             let output = Pipe()
             process.standardOutput = output
             try process.run()
+            // Whatever happens below, do not leave the child holding the pipe (the test runner
+            // would wait for it forever).
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             let reader = LineReader(handle: output.fileHandleForReading)
-            let backlog = try (0..<2).map { _ in try #require(reader.line(timeout: 10)) }
+            let backlog = try (0..<2).map { _ in try #require(reader.line(timeout: 30)) }
             // The first batch (seqs 1–2) is one change at seq 2; the second batch is seq 3.
             #expect(backlog.map { $0.hasPrefix(#"{"seq":2,"projection":"daily""#) } == [true, false])
             #expect(backlog[1].hasPrefix(#"{"seq":3,"projection":"daily""#))
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 3).utf8)).status == 0)
-            let live = try #require(reader.line(timeout: 10))
+            let live = try #require(reader.line(timeout: 30))
             #expect(live.hasPrefix(#"{"seq":4,"projection":"daily","row":{"user":"ann","type":"steps","date":"2026-11-29","value":400"#))
             kill(process.processIdentifier, SIGINT)
             process.waitUntilExit()
