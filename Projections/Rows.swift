@@ -37,17 +37,8 @@ public struct Row: Sendable, Equatable {
 
     /// The JSON object with keys in column order.
     public var jsonBytes: [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        var first = true
-        for column in projection.columns {
-            guard let value = values[column] else { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            JSONValue.writeString(column, to: &out)
-            out.append(UInt8(ascii: ":"))
-            value.write(to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
+        var out: [UInt8] = []
+        JSONValue.writeOrderedObject(projection.columns.map { ($0, values[$0]) }, to: &out)
         return out
     }
 

@@ -31,17 +31,8 @@ struct RowSet {
 
     /// One JSON object per row, keys in column order; absent values are left out.
     func objectBytes(_ row: [JSONValue?]) -> [UInt8] {
-        var out: [UInt8] = [UInt8(ascii: "{")]
-        var first = true
-        for (column, value) in zip(columns, row) {
-            guard let value else { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            JSONValue.writeString(column, to: &out)
-            out.append(UInt8(ascii: ":"))
-            value.write(to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
+        var out: [UInt8] = []
+        JSONValue.writeOrderedObject(zip(columns, row).map { ($0, $1) }, to: &out)
         return out
     }
 

@@ -189,6 +189,22 @@ extension JSONValue {
         }
     }
 
+    /// Writes an object whose keys keep the given order (for rows, whose columns have one);
+    /// pairs with a nil value are left out.
+    public static func writeOrderedObject(_ pairs: some Sequence<(String, JSONValue?)>, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        var first = true
+        for (key, value) in pairs {
+            guard let value else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            writeString(key, to: &out)
+            out.append(UInt8(ascii: ":"))
+            value.write(to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
     /// Writes a finite number; integral values below 2^53 are written without a fraction,
     /// so `100` and `100.0` are the same content.
     public static func writeNumber(_ value: Double, to out: inout [UInt8]) {

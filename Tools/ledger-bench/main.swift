@@ -158,7 +158,7 @@ if wanted(2) {
     let importDB = work + "/import.db"
     try? FileManager.default.removeItem(atPath: importDB)
     let importRun = measure("'\(ledger)' import apple-health '\(exportXML)' --db '\(importDB)'")
-    var hk = work + "/venv/bin/healthkit-to-sqlite"
+    let hk = work + "/venv/bin/healthkit-to-sqlite"
     if !FileManager.default.isExecutableFile(atPath: hk) {
         note("installing healthkit-to-sqlite from PyPI into \(work)/venv")
         _ = measure("python3 -m venv '\(work)/venv' && '\(work)/venv/bin/pip' install -q healthkit-to-sqlite")
