@@ -58,8 +58,18 @@ extension Commands {
         let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
         // Validate everything before opening the ledger, so bad input never creates or touches it.
         let batch = try EventInput.decode(bytes)
-        let log = try context.openLog(arguments, create: true)
-        let result = try log.append(batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead)
+        // A batch refused inside the transaction (a conflict, a correction of an unknown
+        // sample) must not leave behind a ledger that this command created.
+        let path = context.databasePath(arguments)
+        let existed = FileManager.default.fileExists(atPath: path)
+        let result: EventLog.AppendResult
+        do {
+            let log = try context.openLog(arguments, create: true)
+            result = try log.append(batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead)
+        } catch {
+            if !existed { try? FileManager.default.removeItem(atPath: path) }
+            throw error
+        }
         context.stdout.write("appended \(result.appended), duplicates \(result.duplicates), superseded \(result.superseded), head \(result.head)\n")
         return 0
     }

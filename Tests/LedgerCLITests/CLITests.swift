@@ -75,10 +75,15 @@ struct BadInputTests {
         }
     }
 
-    @Test("bad input never creates a ledger")
+    @Test("bad input never creates a ledger, even when refused inside the transaction")
     func noLedgerCreated() throws {
         try withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
+            #expect(!FileManager.default.fileExists(atPath: db))
+            let unknownTarget = #"{"kind":"correction","target":"11111111-2222-4333-8444-555555555555","action":"retract","reason":"typo"}"#
+            #expect(ledger(["append"], stdin: unknownTarget, db: db).status == 65)
+            #expect(!FileManager.default.fileExists(atPath: db))
+            #expect(ledger(["append", "--expect-head", "3"], stdin: goodSample, db: db).status == 1)
             #expect(!FileManager.default.fileExists(atPath: db))
         }
     }
