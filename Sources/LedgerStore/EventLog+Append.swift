@@ -60,8 +60,6 @@ extension EventLog {
         public var head: UInt64 = 0
         /// One outcome per input event, in input order.
         public var outcomes: [Outcome] = []
-        /// The records committed by this batch.
-        public var records: [EventRecord] = []
         /// The projection rows the batch changed (SPEC §8), in `seq` order.
         public var changes: [RowChange] = []
     }
@@ -193,7 +191,6 @@ extension EventLog {
                                      body: item.body, previousHash: previousHash)
             try txn.put(events, item.seq.bigEndianBytes, record.encoded, append: true)
             previousHash = record.hash
-            result.records.append(record)
             try fold.apply(LoggedEvent(seq: item.seq, recorded: recorded, event: item.event))
         }
         result.changes = try fold.flush()
