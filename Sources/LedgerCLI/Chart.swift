@@ -13,10 +13,11 @@ enum Chart {
                 "\(row.values["user"]?.stringValue ?? "") \(row.values["client"]?.stringValue ?? ""): read \(list(row.values["read"])), share \(list(row.values["share"]))"
             }.joined(separator: "\n") + (rows.isEmpty ? "" : "\n")
         }
+        // Name the user or type in a label only when the rows hold more than one.
+        let users = Set(rows.compactMap { $0.values["user"]?.stringValue })
+        let types = Set(rows.compactMap { $0.values["type"]?.stringValue })
         let labels = rows.map { row -> String in
             var parts = [row.values["date"]?.stringValue ?? ""]
-            let users = Set(rows.compactMap { $0.values["user"]?.stringValue })
-            let types = Set(rows.compactMap { $0.values["type"]?.stringValue })
             if users.count > 1 { parts.append(row.values["user"]?.stringValue ?? "") }
             if types.count > 1 { parts.append(row.values["type"]?.stringValue ?? "") }
             if let source = row.values["source"]?.stringValue { parts.append(source) }

@@ -73,21 +73,33 @@ extension Commands {
             + rowFilterOptions.filter { $0.name != "to" }
     ) { arguments, context in
         let usage = arguments.usage
-        let target: ReplayTarget
+        var toSeq: UInt64?
         switch (arguments.value("to"), arguments.value("to-seq")) {
         case (nil, nil):
             throw CLIError.usage("replay needs --to WHEN or --to-seq N", usage: usage)
         case (.some, .some):
             throw CLIError.usage("give either --to or --to-seq, not both", usage: usage)
         case (nil, let seq?):
-            target = .seq(try parseCount(seq, option: "to-seq", usage: usage))
+            toSeq = try parseCount(seq, option: "to-seq", usage: usage)
         case (let when?, nil):
-            target = .recorded(try parseWhen(when, context: context, arguments: arguments))
+            // Refuse a malformed WHEN before touching the ledger; its day is resolved below.
+            guard (try? Timestamp.parseRFC3339(when)) != nil || CivilDate(parsing: when) != nil else {
+                throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(when)'", usage: usage)
+            }
         }
         var filterArguments = arguments
         filterArguments.options["to"] = arguments.options["to-date"]
         var request = try rowRequest(filterArguments, context: context, name: arguments.value("projection") ?? "daily")
         let log = try context.openLog(arguments, create: false)
+        let target: ReplayTarget
+        if let toSeq {
+            target = .seq(toSeq)
+        } else {
+            guard let instant = try log.replayInstant(arguments.value("to")!) else {
+                preconditionFailure("WHEN was checked above")
+            }
+            target = .recorded(instant)
+        }
         try resolveToday(&request, log: log, now: context.now())
         let (point, rows) = try log.withReplay(to: target) { point, query in
             (point, try fetchRows(request) { projection, filter in try query.rows(projection, filter: filter) })
@@ -212,17 +224,6 @@ extension Commands {
             rows.append(stale)
         }
         return Row.sorted(rows)
-    }
-
-    static func parseWhen(_ text: String, context: CommandContext, arguments: ParsedArguments) throws -> Timestamp {
-        if let (instant, _) = try? Timestamp.parseRFC3339(text) { return instant }
-        if let date = CivilDate(parsing: text) {
-            // The end of that day in the ledger's default zone.
-            let log = try context.openLog(arguments, create: false)
-            let window = DayCalendar().window(of: date.daysSinceEpoch, in: try log.defaultZone())
-            return Timestamp(microseconds: window.end - 1)
-        }
-        throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(text)'", usage: arguments.usage)
     }
 
     static func write(_ rows: [Row], request: RowRequest, to sink: OutputSink) {

@@ -34,9 +34,8 @@ public enum EventInput {
             return try parseArray(bytes)
         }
         if bytes[first] == UInt8(ascii: "{"), bytes.count <= maxLineBytes,
-           case .object = try? JSONValue.parse(bytes) {
+           let value = try? JSONValue.parse(bytes), case .object = value {
             // A whole document that is one object: a single event, possibly pretty-printed.
-            let value = try! JSONValue.parse(bytes)
             let line = bytes[..<first].count(where: { $0 == 0x0A }) + 1
             return [(.line(line), value)]
         }

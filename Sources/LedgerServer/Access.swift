@@ -21,11 +21,10 @@ struct Access: Sendable {
     func mayRead(_ change: StoredChange, client: APIClient?) -> Bool {
         guard let client, !client.admin else { return true }
         guard let type = change.type else {
-            // A grants row: visible to the client it names.
-            return change.json.withUnsafeBytes { raw in
-                let needle = Array("\"client\":".utf8) + Array(JSONValue.string(client.name).canonicalBytes)
-                return raw.firstRange(of: needle) != nil
-            }
+            // A grants row: visible to the client it names (grants changes are rare; parse it).
+            guard let object = (try? JSONValue.parse(change.json))?.objectValue else { return false }
+            let row = object["row"]?.objectValue ?? object["previous"]?.objectValue
+            return row?["client"]?.stringValue == client.name
         }
         return mayRead(user: change.user, type: type, client: client)
     }

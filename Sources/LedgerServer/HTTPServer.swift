@@ -363,13 +363,10 @@ public final class HTTPServer: @unchecked Sendable {
                     guard let number = UInt64(seq) else { return .error(400, "'to_seq' must be a whole number") }
                     target = .seq(number)
                 } else if let when = value(connection, kind: .GET_ARGUMENT_KIND, "to") {
-                    if let (instant, _) = try? Timestamp.parseRFC3339(when) {
-                        target = .recorded(instant)
-                    } else if let date = CivilDate(parsing: when) {
-                        target = .recorded(Timestamp(microseconds: DayCalendar().window(of: date.daysSinceEpoch, in: try log.defaultZone()).end - 1))
-                    } else {
+                    guard let instant = try log.replayInstant(when) else {
                         return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD")
                     }
+                    target = .recorded(instant)
                 } else {
                     return .error(400, "replay needs 'to' or 'to_seq'")
                 }

@@ -53,6 +53,15 @@ public enum ReplayTarget: Sendable, Equatable {
 }
 
 extension EventLog {
+    /// The moment `replay --to WHEN` means (SPEC §6): an RFC 3339 timestamp, or a date
+    /// `YYYY-MM-DD` for the end of that day in the ledger's default zone. Nil when neither.
+    public func replayInstant(_ when: String) throws -> Timestamp? {
+        if let (instant, _) = try? Timestamp.parseRFC3339(when) { return instant }
+        guard let date = CivilDate(parsing: when) else { return nil }
+        let window = DayCalendar().window(of: date.daysSinceEpoch, in: try defaultZone())
+        return Timestamp(microseconds: window.end - 1)
+    }
+
     static let projectionVersionKey = Array("projections.version".utf8)
     static let projectionPositionKey = Array("projections.position".utf8)
 
