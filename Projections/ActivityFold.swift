@@ -12,16 +12,22 @@ public struct FoldContext: Sendable {
     }
 }
 
-/// An event as a fold sees it: its position, commit time and typed content.
+/// An event as a fold sees it: its position, commit time, id and typed content.
 public struct LoggedEvent: Sendable, Equatable {
     public var seq: UInt64
     public var recorded: Timestamp
-    public var event: Event
+    public var id: UUID
+    public var payload: Event.Payload
 
-    public init(seq: UInt64, recorded: Timestamp, event: Event) {
+    public init(seq: UInt64, recorded: Timestamp, id: UUID, payload: Event.Payload) {
         self.seq = seq
         self.recorded = recorded
-        self.event = event
+        self.id = id
+        self.payload = payload
+    }
+
+    public init(seq: UInt64, recorded: Timestamp, event: Event) {
+        self.init(seq: seq, recorded: recorded, id: event.id, payload: event.payload)
     }
 }
 
@@ -78,9 +84,9 @@ public final class ActivityFold {
     /// Folds one event. Its effects on rows are visible after `flush`.
     public func apply(_ logged: LoggedEvent) throws {
         let cause = Cause(seq: logged.seq, recorded: logged.recorded.microseconds)
-        switch logged.event.payload {
+        switch logged.payload {
         case .sample(let sample):
-            try addSample(sample, id: logged.event.id, cause: cause)
+            try addSample(sample, id: logged.id, cause: cause)
         case .correction(let correction):
             try correct(correction, cause: cause)
         case .grant(let change):

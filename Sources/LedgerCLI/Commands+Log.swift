@@ -56,16 +56,22 @@ extension Commands {
         }
         let source = arguments.positionals.first ?? "-"
         let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
-        // Validate everything before opening the ledger, so bad input never creates or touches it.
-        let batch = try EventInput.decode(bytes)
-        // A batch refused inside the transaction (a conflict, a correction of an unknown
-        // sample) must not leave behind a ledger that this command created.
+        // Events are parsed, checked, written and folded one at a time inside one write
+        // transaction, so memory stays flat however long the input. A batch refused anywhere
+        // (malformed line 900,000, a conflict, a correction of an unknown sample) aborts that
+        // transaction: nothing is committed, and a ledger this command created is removed.
+        // Input that holds no event at all is refused before the ledger is opened.
+        if !bytes.contains(where: { !EventInput.isSpace($0) }) {
+            throw InputError(location: nil, message: "no events in input")
+        }
         let path = context.databasePath(arguments)
         let existed = FileManager.default.fileExists(atPath: path)
         let result: EventLog.AppendResult
         do {
             let log = try context.openLog(arguments, create: true)
-            result = try log.append(batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead)
+            result = try log.append(expectHead: expectHead) { add in
+                try EventInput.forEach(bytes) { location, event in try add(location, event) }
+            }
         } catch {
             if !existed { try? FileManager.default.removeItem(atPath: path) }
             throw error
@@ -105,9 +111,9 @@ extension Commands {
         var userOfSample: [UUID: String] = [:]
         try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
             if let limit, printed >= limit { return false }
-            let event = try record.event()
-            if let kind, event.kind != kind { return true }
-            var eventUser = event.user
+            let event = try record.typedEvent()
+            if let kind, event.payload.kind != kind { return true }
+            var eventUser = event.payload.user
             if case .sample(let sample) = event.payload { userOfSample[event.id] = sample.user }
             if case .correction(let correction) = event.payload {
                 eventUser = try userOfSample[correction.target] ?? targetUser(of: correction, in: log)
@@ -126,10 +132,10 @@ extension Commands {
                 pending += printed == 1 ? [UInt8(ascii: "[")] : [UInt8(ascii: ",")]
                 pending += record.json
             case .table:
-                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.kind.rawValue),
+                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.payload.kind.rawValue),
                              .string(eventUser), .string(event.id.lowercased), .string(summary(of: event))])
             case .csv:
-                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.kind.rawValue),
+                rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.payload.kind.rawValue),
                              .string(eventUser), .string(event.id.lowercased), .string(String(decoding: record.json, as: UTF8.self))])
             }
             return true
@@ -149,11 +155,11 @@ extension Commands {
     }
 
     static func targetUser(of correction: Correction, in log: EventLog) throws -> String {
-        try log.record(id: correction.target)?.event().user ?? ""
+        try log.record(id: correction.target)?.typedEvent().payload.user ?? ""
     }
 
     /// One line describing an event, for the table format.
-    static func summary(of event: Event) -> String {
+    static func summary(of event: (id: UUID, payload: Event.Payload)) -> String {
         switch event.payload {
         case .sample(let sample):
             var number: [UInt8] = []

@@ -71,8 +71,8 @@ extension Commands {
             var wrote = false
             if eventsOnly {
                 for record in try log.records(after: cursor, limit: 1024) {
-                    let event = try record.event()
-                    if let user = filter.user, event.user != user { cursor = record.seq; continue }
+                    let event = try record.typedEvent()
+                    if let user = filter.user, event.payload.user != user { cursor = record.seq; continue }
                     if let type = filter.type, case .sample(let sample) = event.payload, sample.type != type {
                         cursor = record.seq
                         continue

@@ -25,14 +25,7 @@ public struct Event: Sendable, Equatable {
     }
 
     /// The user the event concerns.
-    public var user: String {
-        switch payload {
-        case .sample(let sample): sample.user
-        case .correction: ""  // a correction's user is its target's
-        case .grant(let change), .revoke(let change): change.user
-        case .profile(let profile): profile.user
-        }
-    }
+    public var user: String { payload.user }
 
     public enum Payload: Sendable, Equatable {
         case sample(Sample)
@@ -40,6 +33,16 @@ public struct Event: Sendable, Equatable {
         case grant(AccessChange)
         case revoke(AccessChange)
         case profile(Profile)
+
+        /// The user the event concerns ("" for a correction: its user is its target's).
+        public var user: String {
+            switch self {
+        case .sample(let sample): sample.user
+        case .correction: ""  // a correction's user is its target's
+        case .grant(let change), .revoke(let change): change.user
+        case .profile(let profile): profile.user
+            }
+        }
 
         public var kind: EventKind {
             switch self {

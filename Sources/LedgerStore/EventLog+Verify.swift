@@ -26,7 +26,10 @@ extension EventLog {
             if let previous = last, record.recorded < previous.recorded {
                 throw LedgerError.corrupt(seq: record.seq, reason: "'recorded' goes back in time")
             }
-            _ = try record.event()
+            let event = try record.event()
+            if record.format >= 2, EventCodec.encode(id: event.id, payload: event.payload) != record.typed {
+                throw LedgerError.corrupt(seq: record.seq, reason: "its typed part does not say what its JSON says")
+            }
             previousHash = hash
             last = record
             if record.seq % 65_536 == 0 { progress?(record.seq) }

@@ -207,6 +207,36 @@ struct EventLogTests {
         }
     }
 
+    @Test("a typed part that disagrees with its JSON fails verify even when re-hashed")
+    func typedPartChecked() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 20)))
+            let target: UInt64 = 20
+            let stored = try #require(try log.record(at: target))
+            #expect(stored.format == 2)
+            guard case .sample(var sample) = try stored.typedEvent().payload else {
+                Issue.record("seq 20 is not a sample")
+                return
+            }
+            #expect(try stored.typedEvent().payload == stored.event().payload)
+            // Someone rewrites the typed part (what folds read) and fixes up the hash.
+            sample.value += 1
+            let previous = try #require(try log.record(at: target - 1)).hash
+            let forged = EventRecord(seq: target, recorded: stored.recorded, endsBatch: stored.endsBatch, body: stored.body,
+                                     typed: EventCodec.encode(id: try stored.typedEvent().id, payload: .sample(sample)),
+                                     previousHash: previous)
+            try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, forged.encoded) }
+            do {
+                _ = try log.verifyChain()
+                Issue.record("verify passed a record whose typed part was forged")
+            } catch LedgerError.corrupt(let seq, let reason) {
+                #expect(seq == target)
+                #expect(reason.contains("typed part"))
+            }
+        }
+    }
+
     @Test("concurrent appends from many threads in one process lose nothing")
     func concurrentInProcess() async throws {
         try await withTemporaryLedger { path in

@@ -186,3 +186,17 @@ extension UInt64 {
         self = bytes.withUnsafeBytes { UInt64(bigEndianBytes: $0) }
     }
 }
+
+extension UInt32 {
+    /// Big-endian bytes, as lengths are stored.
+    public var bigEndianBytes: [UInt8] {
+        withUnsafeBytes(of: self.bigEndian) { Array($0) }
+    }
+
+    public init(bigEndianBytes bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count >= 4)
+        var value: UInt32 = 0
+        for index in 0..<4 { value = value << 8 | UInt32(bytes[index]) }
+        self = value
+    }
+}

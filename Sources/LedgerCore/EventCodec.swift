@@ -1,0 +1,215 @@
+import Foundation
+
+/// The typed view of an event (`id` and `payload`) as compact bytes, stored next to the
+/// canonical JSON in each record (format 2, docs/STORAGE.md) so that rebuilds, replays and
+/// subscriptions fold the log without parsing JSON or validating again.
+///
+/// Layout: id (16 bytes), kind (u8), then per kind fixed-width big-endian fields and strings
+/// as a u32 length and UTF-8. Optional fields follow a presence bitmask, in its bit order.
+/// `decode` trusts its input only as far as bounds: a short or malformed value throws.
+public enum EventCodec {
+    public struct Malformed: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    // MARK: - Encoding
+
+    public static func encode(id: UUID, payload: Event.Payload) -> [UInt8] {
+        var out = Writer()
+        out.bytes.reserveCapacity(128)
+        out.raw(id.bytes)
+        switch payload {
+        case .sample(let s):
+            out.u8(1)
+            out.u8(s.type.code)
+            out.u64(s.value.bitPattern)
+            out.i64(s.start.microseconds)
+            out.i64(s.end.microseconds)
+            let present: [Bool] = [s.zone != nil, s.syncId != nil, s.syncVersion != nil,
+                                   s.source.bundle != nil, s.source.device != nil, s.source.version != nil]
+            out.mask(present)
+            out.string(s.user)
+            out.string(s.unit)
+            out.string(s.source.name)
+            if let zone = s.zone { out.string(zone) }
+            if let syncId = s.syncId { out.string(syncId) }
+            if let syncVersion = s.syncVersion { out.i64(syncVersion) }
+            if let bundle = s.source.bundle { out.string(bundle) }
+            if let device = s.source.device { out.string(device) }
+            if let version = s.source.version { out.string(version) }
+        case .correction(let c):
+            out.u8(2)
+            out.raw(c.target.bytes)
+            out.u8(c.action == .retract ? 0 : 1)
+            out.mask([c.value != nil, c.unit != nil, c.start != nil, c.end != nil])
+            out.string(c.reason)
+            if let value = c.value { out.u64(value.bitPattern) }
+            if let unit = c.unit { out.string(unit) }
+            if let start = c.start { out.i64(start.microseconds) }
+            if let end = c.end { out.i64(end.microseconds) }
+        case .grant(let a), .revoke(let a):
+            out.u8(payload.kind == .grant ? 3 : 4)
+            out.string(a.user)
+            out.string(a.client)
+            out.types(a.read)
+            out.types(a.share)
+        case .profile(let p):
+            out.u8(5)
+            out.string(p.user)
+            out.mask([p.zone != nil, p.priority != nil])
+            if let zone = p.zone { out.string(zone) }
+            if let priority = p.priority {
+                let types = priority.keys.sorted { $0.code < $1.code }
+                out.u8(UInt8(types.count))
+                for type in types {
+                    out.u8(type.code)
+                    out.u32(UInt32(priority[type]!.count))
+                    priority[type]!.forEach { out.string($0) }
+                }
+            }
+        }
+        return out.bytes
+    }
+
+    // MARK: - Decoding
+
+    public static func decode(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> (id: UUID, payload: Event.Payload) {
+        var reader = Reader(bytes: bytes)
+        let id = try reader.uuid()
+        let kind = try reader.u8()
+        let payload: Event.Payload
+        switch kind {
+        case 1:
+            let type = try reader.type()
+            let value = Double(bitPattern: try reader.u64())
+            let start = Timestamp(microseconds: try reader.i64())
+            let end = Timestamp(microseconds: try reader.i64())
+            let present = try reader.u8()
+            let user = try reader.string()
+            let unit = try reader.string()
+            var source = SampleSource(name: try reader.string())
+            let zone = present & 1 != 0 ? try reader.string() : nil
+            let syncId = present & 2 != 0 ? try reader.string() : nil
+            let syncVersion = present & 4 != 0 ? try reader.i64() : nil
+            if present & 8 != 0 { source.bundle = try reader.string() }
+            if present & 16 != 0 { source.device = try reader.string() }
+            if present & 32 != 0 { source.version = try reader.string() }
+            payload = .sample(Sample(user: user, type: type, value: value, unit: unit, start: start, end: end,
+                                     zone: zone, source: source, syncId: syncId, syncVersion: syncVersion))
+        case 2:
+            let target = try reader.uuid()
+            let action: Correction.Action = try reader.u8() == 0 ? .retract : .amend
+            let present = try reader.u8()
+            var correction = Correction(target: target, action: action, reason: try reader.string())
+            if present & 1 != 0 { correction.value = Double(bitPattern: try reader.u64()) }
+            if present & 2 != 0 { correction.unit = try reader.string() }
+            if present & 4 != 0 { correction.start = Timestamp(microseconds: try reader.i64()) }
+            if present & 8 != 0 { correction.end = Timestamp(microseconds: try reader.i64()) }
+            payload = .correction(correction)
+        case 3, 4:
+            let change = AccessChange(user: try reader.string(), client: try reader.string(),
+                                      read: try reader.types(), share: try reader.types())
+            payload = kind == 3 ? .grant(change) : .revoke(change)
+        case 5:
+            var profile = Profile(user: try reader.string())
+            let present = try reader.u8()
+            if present & 1 != 0 { profile.zone = try reader.string() }
+            if present & 2 != 0 {
+                var priority: [QuantityType: [String]] = [:]
+                for _ in 0..<(try reader.u8()) {
+                    let type = try reader.type()
+                    var names: [String] = []
+                    for _ in 0..<(try reader.u32()) { names.append(try reader.string()) }
+                    priority[type] = names
+                }
+                profile.priority = priority
+            }
+            payload = .profile(profile)
+        default:
+            throw Malformed(description: "unknown event kind code \(kind)")
+        }
+        guard reader.offset == bytes.count else {
+            throw Malformed(description: "\(bytes.count - reader.offset) bytes left after the event")
+        }
+        return (id, payload)
+    }
+
+    private struct Writer {
+        var bytes: [UInt8] = []
+
+        mutating func u8(_ value: UInt8) { bytes.append(value) }
+        mutating func u32(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
+        mutating func u64(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
+        mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
+        mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
+
+        mutating func string(_ value: String) {
+            var value = value
+            value.withUTF8 { utf8 in
+                u32(UInt32(utf8.count))
+                bytes.append(contentsOf: utf8)
+            }
+        }
+
+        mutating func mask(_ present: [Bool]) {
+            var mask: UInt8 = 0
+            for (bit, isPresent) in present.enumerated() where isPresent { mask |= 1 << bit }
+            u8(mask)
+        }
+
+        mutating func types(_ types: [QuantityType]) {
+            u8(UInt8(types.count))
+            types.forEach { u8($0.code) }
+        }
+    }
+
+    private struct Reader {
+        let bytes: UnsafeRawBufferPointer
+        var offset = 0
+
+        mutating func take(_ count: Int) throws(Malformed) -> UnsafeRawBufferPointer {
+            guard count >= 0, bytes.count - offset >= count else {
+                throw Malformed(description: "value ends inside a field at byte \(offset)")
+            }
+            defer { offset += count }
+            return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+        }
+
+        mutating func u8() throws(Malformed) -> UInt8 { try take(1)[0] }
+
+        mutating func u32() throws(Malformed) -> UInt32 {
+            let field = try take(4)
+            return field.reduce(0) { $0 << 8 | UInt32($1) }
+        }
+
+        mutating func u64() throws(Malformed) -> UInt64 {
+            let field = try take(8)
+            return field.reduce(0) { $0 << 8 | UInt64($1) }
+        }
+
+        mutating func i64() throws(Malformed) -> Int64 { Int64(bitPattern: try u64()) }
+
+        mutating func uuid() throws(Malformed) -> UUID {
+            let b = try take(16)
+            return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                               b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        }
+
+        mutating func string() throws(Malformed) -> String {
+            let count = Int(try u32())
+            return String(decoding: try take(count), as: UTF8.self)
+        }
+
+        mutating func type() throws(Malformed) -> QuantityType {
+            let code = try u8()
+            guard let type = QuantityType(code: code) else { throw Malformed(description: "unknown type code \(code)") }
+            return type
+        }
+
+        mutating func types() throws(Malformed) -> [QuantityType] {
+            var types: [QuantityType] = []
+            for _ in 0..<(try u8()) { types.append(try type()) }
+            return types
+        }
+    }
+}
