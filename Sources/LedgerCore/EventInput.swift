@@ -25,21 +25,51 @@ public enum EventInput {
         return events
     }
 
+    /// Parses and validates the events of `bytes` one at a time, handing each to `body` before
+    /// reading the next: NDJSON is never held in memory as parsed values. Throws the first
+    /// problem found (an `InputError`) or whatever `body` throws; events before it have
+    /// already been handed over, so callers make the whole run one transaction.
+    public static func forEach(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() },
+                               _ body: (InputLocation, Event) throws -> Void) throws {
+        try forEachValue(bytes) { location, value in
+            let decoded = Result { () throws(FieldError) in try EventDecoder.decode(value, makeRandomID: makeRandomID) }
+            switch decoded {
+            case .success(let event): try body(location, event)
+            case .failure(let error): throw InputError(error, at: location)
+            }
+        }
+    }
+
     /// The located JSON values of `bytes`, not yet validated as events.
     public static func parse(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
+        var values: [(InputLocation, JSONValue)] = []
+        do {
+            try forEachValue(bytes) { values.append(($0, $1)) }
+        } catch let error as InputError {
+            throw error
+        } catch {
+            preconditionFailure("collecting values throws nothing else: \(error)")
+        }
+        return values
+    }
+
+    /// Hands each located JSON value of `bytes` to `body`, in order.
+    static func forEachValue(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
         guard let first = bytes.firstIndex(where: { !isSpace($0) }) else {
             throw InputError(location: nil, message: "no events in input")
         }
         if bytes[first] == UInt8(ascii: "[") {
-            return try parseArray(bytes)
+            for (location, value) in try parseArray(bytes) { try body(location, value) }
+            return
         }
         if bytes[first] == UInt8(ascii: "{"), bytes.count <= maxLineBytes,
            let value = try? JSONValue.parse(bytes), case .object = value {
             // A whole document that is one object: a single event, possibly pretty-printed.
             let line = bytes[..<first].count(where: { $0 == 0x0A }) + 1
-            return [(.line(line), value)]
+            try body(.line(line), value)
+            return
         }
-        return try parseLines(bytes)
+        try parseLines(bytes, body)
     }
 
     static func parseArray(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
@@ -56,8 +86,8 @@ public enum EventInput {
         return items.enumerated().map { (InputLocation.index($0.offset), $0.element) }
     }
 
-    static func parseLines(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
-        var values: [(InputLocation, JSONValue)] = []
+    static func parseLines(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
+        var found = 0
         var lineNumber = 0
         var start = 0
         let count = bytes.count
@@ -83,7 +113,8 @@ public enum EventInput {
                 }
                 switch parsed {
                 case .success(let value):
-                    values.append((.line(lineNumber), value))
+                    found += 1
+                    try body(.line(lineNumber), value)
                 case .failure(let error):
                     let truncated = next >= count && error.isPrematureEnd
                     let hint = truncated ? " (the last line looks truncated)" : ""
@@ -93,11 +124,10 @@ public enum EventInput {
             }
             start = next
         }
-        guard !values.isEmpty else { throw InputError(location: nil, message: "no events in input") }
-        return values
+        guard found > 0 else { throw InputError(location: nil, message: "no events in input") }
     }
 
-    static func isSpace(_ byte: UInt8) -> Bool {
+    public static func isSpace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 }

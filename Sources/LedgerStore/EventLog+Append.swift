@@ -112,32 +112,61 @@ extension EventLog {
     }
 
     func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64?, in txn: Transaction) throws -> AppendResult {
+        try append(expectHead: expectHead, in: txn) { add in
+            for (location, event) in batch { try add(location, event) }
+        }
+    }
+
+    /// Appends, in one transaction, every event `produce` hands to the closure it is given:
+    /// events are checked, written and folded one by one, so memory does not grow with the
+    /// batch. Whatever `produce` throws aborts the whole batch.
+    public func append(expectHead: UInt64? = nil,
+                       _ produce: (_ add: (InputLocation?, Event) throws -> Void) throws -> Void) throws -> AppendResult {
+        do {
+            return try environment.write { txn in try append(expectHead: expectHead, in: txn, produce) }
+        } catch LMDBError.diskFull {
+            throw LedgerError.diskFull(path: path)
+        }
+    }
+
+    func append(expectHead: UInt64?, in txn: Transaction,
+                _ produce: (_ add: (InputLocation?, Event) throws -> Void) throws -> Void) throws -> AppendResult {
         let head = try head(in: txn)
         if let expectHead, expectHead != head.seq {
             throw LedgerError.headMismatch(expected: expectHead, actual: head.seq)
         }
         var result = AppendResult()
-        result.outcomes.reserveCapacity(batch.count)
         var seq = head.seq
         var previousHash = head.hash
         var recorded = clock()
         if let last = head.recorded, last > recorded { recorded = last }
         var counts: [EventKind: Int] = [:]
-        var pending: [(seq: UInt64, body: [UInt8], event: Event)] = []
+        // The id, sample and sync indexes and the fold's state are written in key order (see WriteBuffer).
+        let buffer = WriteBuffer(txn)
+        // Made current before this batch's records are written: a rebuild must not fold them.
+        let fold = try projectionFold(in: buffer, expectedPosition: head.seq)
+        // The newest record is held back until the next one arrives, so that the last of the
+        // batch can carry the batch-end flag.
+        var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
+        func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8]), endsBatch: Bool) throws {
+            let record = EventRecord(seq: item.seq, recorded: recorded, endsBatch: endsBatch,
+                                     body: item.body, typed: item.typed, previousHash: previousHash)
+            try txn.put(events, item.seq.bigEndianBytes, record.encoded, append: true)
+            previousHash = record.hash
+        }
 
-        for (location, event) in batch {
+        try produce { location, event in
             let body = event.document.canonicalBytes
             let idKey = event.id.bytes
-            if let existing = try txn.get(ids, idKey) {
+            if let existing = try buffer.get(ids, idKey) {
                 let existingSeq = UInt64(bigEndianBytes: existing)
                 let same: Bool
-                if existingSeq > head.seq {
-                    // Earlier in this batch: its record is written once the batch is complete.
-                    same = pending[Int(existingSeq - head.seq - 1)].body == body
+                if let held, held.seq == existingSeq {
+                    same = held.body == body
                 } else {
                     same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
-                        stored.count == EventRecord.headerSize + body.count
-                            && body.withUnsafeBytes { $0.elementsEqual(stored[EventRecord.headerSize...]) }
+                        guard let json = EventRecord.jsonBody(of: stored) else { return false }
+                        return body.withUnsafeBytes { $0.elementsEqual(json) }
                     } ?? false
                 }
                 guard same else {
@@ -146,54 +175,49 @@ extension EventLog {
                 }
                 result.duplicates += 1
                 result.outcomes.append(.duplicate(existingSeq))
-                continue
+                return
             }
 
             switch event.payload {
             case .sample(let sample):
                 if let syncId = sample.syncId, let version = sample.syncVersion {
                     let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
-                    if let stored = try txn.get(sync, key), stored.count == 24 {
+                    if let stored = try buffer.get(sync, key), stored.count == 24 {
                         let storedVersion = Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8])))
                         if version <= storedVersion {
                             result.superseded += 1
                             result.outcomes.append(.superseded)
-                            continue
+                            return
                         }
                         let oldID = Array(stored[8..<24])
-                        if var old = try txn.get(samples, oldID).flatMap(SampleState.init) {
+                        if var old = try buffer.get(samples, oldID).flatMap(SampleState.init) {
                             old.status = .superseded
-                            try txn.put(samples, oldID, old.encoded)
+                            try buffer.put(samples, oldID, old.encoded)
                         }
                     }
-                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
+                    try buffer.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
                 }
                 let state = SampleState(status: .active, type: sample.type, start: sample.start,
                                         end: sample.end, unit: sample.unit)
-                try txn.put(samples, idKey, state.encoded)
+                try buffer.put(samples, idKey, state.encoded)
             case .correction(let correction):
-                try apply(correction, at: location, in: txn)
+                try apply(correction, at: location, in: buffer)
             case .grant, .revoke, .profile:
                 break
             }
 
             seq += 1
-            try txn.put(ids, idKey, seq.bigEndianBytes)
-            pending.append((seq, body, event))
+            try buffer.put(ids, idKey, seq.bigEndianBytes)
+            if let previous = held { try write(previous, endsBatch: false) }
+            held = (seq, body, EventCodec.encode(id: event.id, payload: event.payload))
+            try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload))
             counts[event.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
         }
-        // Records are written once the batch is known, so the last one can carry the batch end.
-        let fold = try projectionFold(in: txn, expectedPosition: head.seq)
-        for (index, item) in pending.enumerated() {
-            let record = EventRecord(seq: item.seq, recorded: recorded, endsBatch: index == pending.count - 1,
-                                     body: item.body, previousHash: previousHash)
-            try txn.put(events, item.seq.bigEndianBytes, record.encoded, append: true)
-            previousHash = record.hash
-            try fold.apply(LoggedEvent(seq: item.seq, recorded: recorded, event: item.event))
-        }
+        if let last = held { try write(last, endsBatch: true) }
         result.changes = try fold.flush()
+        try buffer.flush()
         try storeChanges(result.changes, in: txn)
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
@@ -206,9 +230,9 @@ extension EventLog {
     }
 
     /// Checks a correction against its target and records its effect on the target's state.
-    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws {
+    private func apply(_ correction: Correction, at location: InputLocation?, in buffer: WriteBuffer) throws {
         let key = correction.target.bytes
-        guard var state = try txn.get(samples, key).flatMap(SampleState.init) else {
+        guard var state = try buffer.get(samples, key).flatMap(SampleState.init) else {
             throw InputError(location: location, field: "target",
                              message: "'target' \(correction.target.lowercased) names no sample in the log")
         }
@@ -240,7 +264,7 @@ extension EventLog {
                                  message: "after this amendment the target's 'end' would precede its 'start'")
             }
         }
-        try txn.put(samples, key, state.encoded)
+        try buffer.put(samples, key, state.encoded)
     }
 
     /// SHA-256 of user ␀ source ␀ syncId: names may be 1 KiB each, LMDB keys at most 511 bytes.
