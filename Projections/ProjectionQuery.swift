@@ -74,6 +74,27 @@ public struct ProjectionQuery {
         return rows
     }
 
+    /// One user's `daily` totals of one type between two dates (inclusive), oldest first.
+    public func dailyTotals(user: String, type: QuantityType, from: CivilDate?, to: CivilDate?) throws -> [DailyTotal] {
+        guard let (userID, _) = try users(user).first else { return [] }
+        var totals: [DailyTotal] = []
+        let first = from?.daysSinceEpoch
+        let last = to?.daysSinceEpoch
+        let prefix = StateKey.userType(userID, type)
+        try store.scanInPlace(.daily, prefix: prefix) { key, value in
+            guard key.count == 9, value.count == 16 else { return true }
+            let day = Int(Int32(bitPattern: UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 5, as: UInt32.self)) ^ 0x8000_0000))
+            if let first, day < first { return true }
+            if let last, day > last { return false }
+            totals.append(DailyTotal(date: CivilDate(daysSinceEpoch: day),
+                                     value: Double(bitPattern: UInt64(bigEndian: value.loadUnaligned(as: UInt64.self))),
+                                     samples: Int(UInt32(bigEndian: value.loadUnaligned(fromByteOffset: 8, as: UInt32.self))),
+                                     sources: Int(UInt32(bigEndian: value.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))))
+            return true
+        }
+        return totals
+    }
+
     /// The user's profile zone, if any (for "today" in the user's own zone).
     public func profileZone(of user: String) throws -> String? {
         guard let idBytes = try store.get(.userNames, StateKey.userName(user)),

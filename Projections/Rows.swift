@@ -113,3 +113,12 @@ enum RowBuilder {
         ])
     }
 }
+
+/// A `daily` row in typed form, for in-process callers (`EventLog.dailyTotals`).
+public struct DailyTotal: Sendable, Equatable {
+    public var date: CivilDate
+    /// In the type's canonical unit.
+    public var value: Double
+    public var samples: Int
+    public var sources: Int
+}

@@ -38,6 +38,18 @@ public protocol StateStore {
     /// until `body` returns false.
     func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
               _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws
+    /// `scan` forwards, handing over the stored bytes in place (valid only during the call).
+    func scanInPlace(_ table: StateTable, prefix: [UInt8],
+                     _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
+}
+
+extension StateStore {
+    public func scanInPlace(_ table: StateTable, prefix: [UInt8],
+                            _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        try scan(table, prefix: prefix, reverse: false) { key, value in
+            try key.withUnsafeBytes { k in try value.withUnsafeBytes { v in try body(k, v) } }
+        }
+    }
 }
 
 /// A `StateStore` in memory, for tests of the folds.

@@ -101,7 +101,8 @@ extension Commands {
             target = .recorded(instant)
         }
         try resolveToday(&request, log: log, now: context.now())
-        let (point, rows) = try log.withReplay(to: target) { point, query in
+        // Rows of one user depend only on that user's events: fold just those.
+        let (point, rows) = try log.withReplay(to: target, users: request.filter.user.map { [$0] }) { point, query in
             (point, try fetchRows(request) { projection, filter in try query.rows(projection, filter: filter) })
         }
         write(rows, request: request, to: context.stdout)

@@ -321,7 +321,7 @@ public final class HTTPServer: @unchecked Sendable {
             try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
                 if count >= min(limit, 10_000) { return false }
                 if let client, !client.admin {
-                    guard case .sample(let sample) = try record.event().payload,
+                    guard case .sample(let sample) = try record.typedEvent().payload,
                           access.mayRead(user: sample.user, type: sample.type, client: client) else { return true }
                 }
                 if count > 0 { out.append(UInt8(ascii: ",")) }
@@ -370,7 +370,7 @@ public final class HTTPServer: @unchecked Sendable {
                 } else {
                     return .error(400, "replay needs 'to' or 'to_seq'")
                 }
-                (rows, headers) = try log.withReplay(to: target) { point, query in
+                (rows, headers) = try log.withReplay(to: target, users: filter.user.map { [$0] }) { point, query in
                     (try query.rows(projection, filter: filter),
                      [("Ledger-As-Of", "seq \(point.seq), recorded \(point.recorded?.rfc3339 ?? "-"), hash \(point.hash.hex)")])
                 }

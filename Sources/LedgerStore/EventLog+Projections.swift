@@ -2,27 +2,30 @@ import Foundation
 import LedgerCore
 import Projections
 
-/// A `StateStore` over one LMDB transaction: the fold's state tables, one database each.
-/// Valid only while the transaction is.
+/// A `StateStore` over one LMDB write buffer (and so one transaction): the fold's state tables,
+/// one database each. Valid only while the transaction is; flush the buffer before it commits.
 struct LMDBStateStore: StateStore {
-    let txn: Transaction
+    let buffer: WriteBuffer
     let databases: [StateTable: Database]
 
+    var txn: Transaction { buffer.txn }
+
     func get(_ table: StateTable, _ key: [UInt8]) throws -> [UInt8]? {
-        try txn.get(databases[table]!, key)
+        try buffer.get(databases[table]!, key)
     }
 
     func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        try txn.put(databases[table]!, key, value)
+        try buffer.put(databases[table]!, key, value)
     }
 
     func delete(_ table: StateTable, _ key: [UInt8]) throws {
-        try txn.delete(databases[table]!, key)
+        try buffer.delete(databases[table]!, key)
     }
 
     func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
               _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
         let db = databases[table]!
+        try buffer.flush(db)
         if reverse {
             try txn.scanReverse(db, prefix: prefix) { key, value in try body(Array(key), Array(value)) }
         } else {
@@ -30,6 +33,18 @@ struct LMDBStateStore: StateStore {
                 guard key.starts(with: prefix) else { return false }
                 return try body(Array(key), Array(value))
             }
+        }
+    }
+}
+
+extension LMDBStateStore {
+    func scanInPlace(_ table: StateTable, prefix: [UInt8],
+                     _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
+        let db = databases[table]!
+        try buffer.flush(db)
+        try txn.scan(db, from: prefix.isEmpty ? nil : prefix) { key, value in
+            guard key.starts(with: prefix) else { return false }
+            return try body(key, value)
         }
     }
 }
@@ -66,18 +81,23 @@ extension EventLog {
     static let projectionPositionKey = Array("projections.position".utf8)
 
     func stateStore(_ txn: Transaction) -> LMDBStateStore {
-        LMDBStateStore(txn: txn, databases: stateDatabases)
+        LMDBStateStore(buffer: WriteBuffer(txn), databases: stateDatabases)
+    }
+
+    func stateStore(_ buffer: WriteBuffer) -> LMDBStateStore {
+        LMDBStateStore(buffer: buffer, databases: stateDatabases)
     }
 
     /// A fold over the live projection state, made current first: if the stored state is of
     /// another fold version or not at `expectedPosition`, it is rebuilt in this transaction.
-    func projectionFold(in txn: Transaction, expectedPosition: UInt64) throws -> ActivityFold {
+    func projectionFold(in buffer: WriteBuffer, expectedPosition: UInt64) throws -> ActivityFold {
+        let txn = buffer.txn
         let version = try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) }
         let position = try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0
         if version != UInt64(ActivityFold.version) || position != expectedPosition {
             try rebuildProjections(in: txn)
         }
-        return ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
+        return ActivityFold(store: stateStore(buffer), context: try foldContext(in: txn))
     }
 
     func foldContext(in txn: Transaction) throws -> FoldContext {
@@ -98,7 +118,8 @@ extension EventLog {
             try txn.clear(stateDatabases[table]!)
         }
         try txn.clear(changesDatabase)
-        let fold = ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
+        let buffer = WriteBuffer(txn)
+        let fold = ActivityFold(store: stateStore(buffer), context: try foldContext(in: txn))
         var last: UInt64 = 0
         var records: [EventRecord] = []
         // Decode in chunks: the fold writes while the cursor over `events` stays valid.
@@ -110,7 +131,7 @@ extension EventLog {
                 return records.count < 8192
             }
             for record in records {
-                try fold.apply(LoggedEvent(seq: record.seq, recorded: record.recorded, event: try record.event()))
+                try fold.apply(try record.loggedEvent())
                 // The same flushes as when the batches were appended give the same changes.
                 if record.endsBatch { try storeChanges(try fold.flush(), in: txn) }
                 last = record.seq
@@ -118,6 +139,7 @@ extension EventLog {
             position = last
         } while records.count == 8192
         try storeChanges(try fold.flush(), in: txn)
+        try buffer.flush()
         try setProjectionPosition(last, in: txn)
         return last
     }
@@ -143,7 +165,7 @@ extension EventLog {
         }
         if !current {
             try environment.write { txn in
-                _ = try projectionFold(in: txn, expectedPosition: try head(in: txn).seq)
+                _ = try projectionFold(in: WriteBuffer(txn), expectedPosition: try head(in: txn).seq)
                 try setProjectionPosition(try head(in: txn).seq, in: txn)
             }
         }
@@ -155,6 +177,16 @@ extension EventLog {
         try ensureProjectionsCurrent()
         return try environment.read { txn in
             try ProjectionQuery(store: stateStore(txn)).rows(projection, filter: filter)
+        }
+    }
+
+    /// One user's `daily` totals of one type, oldest first: the typed form of the `daily` rows
+    /// for in-process callers, read straight from the stored values with no row built.
+    public func dailyTotals(user: String, type: QuantityType, from: CivilDate? = nil,
+                            to: CivilDate? = nil) throws -> [DailyTotal] {
+        try ensureProjectionsCurrent()
+        return try environment.read { txn in
+            try ProjectionQuery(store: stateStore(txn)).dailyTotals(user: user, type: type, from: from, to: to)
         }
     }
 
@@ -171,8 +203,14 @@ extension EventLog {
 
     /// Runs `body` with the projections folded from the log up to `target` into a scratch
     /// environment that is deleted afterwards. Live projections are untouched and no change
-    /// is emitted.
-    public func withReplay<R>(to target: ReplayTarget,
+    /// is emitted. The log is read in one read transaction, so the replay sees one snapshot.
+    ///
+    /// With `users`, only the events of those users are folded (their samples, grants,
+    /// revokes and profiles, and corrections of their samples); every other record is only
+    /// looked at for its batch end. A user's rows depend on nothing but that user's events —
+    /// every state key starts with the user — so the rows of those users are exactly what a
+    /// replay of the whole log gives, in a fraction of the time (tested against it).
+    public func withReplay<R>(to target: ReplayTarget, users: Set<String>? = nil,
                               _ body: (ReplayPoint, ProjectionQuery) throws -> R) throws -> R {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-replay-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -181,22 +219,54 @@ extension EventLog {
         let handles = try scratch.openDatabases(StateTable.allCases.map(stateDatabaseName))
         let databases = Dictionary(uniqueKeysWithValues: StateTable.allCases.map { ($0, handles[stateDatabaseName($0)]!) })
         let context = try environment.read { txn in try foldContext(in: txn) }
+        let wanted = users.map { Set($0.map { Array($0.utf8) }) }
         return try scratch.write { txn in
-            let store = LMDBStateStore(txn: txn, databases: databases)
+            let store = LMDBStateStore(buffer: WriteBuffer(txn), databases: databases)
             let fold = ActivityFold(store: store, context: context)
             var point = ReplayPoint(seq: 0, recorded: nil, hash: EventRecord.genesisHash)
-            try forEachRecord { record in
-                switch target {
-                case .seq(let limit) where record.seq > limit: return false
-                case .recorded(let limit) where record.recorded > limit: return false
-                default: break
+            var ownSamples = Set<UUID>()
+            try environment.read { logTxn in
+                try logTxn.scan(events) { key, value in
+                    let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
+                    guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: value); return false }
+                    switch target {
+                    case .seq(let limit) where raw.seq > limit: return false
+                    case .recorded(let limit) where raw.recorded > limit: return false
+                    default: break
+                    }
+                    if let wanted {
+                        var logged: LoggedEvent?
+                        let relevant: Bool
+                        switch raw.subject {
+                        case .user(let name): relevant = wanted.contains(Array(name))
+                        case .target(let id): relevant = ownSamples.contains(id)
+                        case nil:  // a format 1 record: decode it to see whom it concerns
+                            let event = try raw.loggedEvent()
+                            logged = event
+                            if case .correction(let correction) = event.payload {
+                                relevant = ownSamples.contains(correction.target)
+                            } else {
+                                relevant = wanted.contains(Array(event.payload.user.utf8))
+                            }
+                        }
+                        if relevant {
+                            let event = try logged ?? raw.loggedEvent()
+                            if case .sample = event.payload { ownSamples.insert(event.id) }
+                            try fold.apply(event)
+                        }
+                    } else {
+                        try fold.apply(try raw.loggedEvent())
+                    }
+                    if raw.endsBatch { _ = try fold.flush() }
+                    point = ReplayPoint(seq: raw.seq, recorded: raw.recorded, hash: [])
+                    return true
                 }
-                try fold.apply(LoggedEvent(seq: record.seq, recorded: record.recorded, event: try record.event()))
-                if record.endsBatch { _ = try fold.flush() }
-                point = ReplayPoint(seq: record.seq, recorded: record.recorded, hash: record.hash)
-                return true
+                if point.seq > 0 {
+                    point.hash = try logTxn.withValue(events, point.seq.bigEndianBytes) { Array($0[2..<34]) } ?? []
+                }
             }
             _ = try fold.flush()
+            try store.buffer.flush()
             return try body(point, ProjectionQuery(store: store))
         }
     }

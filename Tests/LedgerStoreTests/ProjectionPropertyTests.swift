@@ -108,6 +108,21 @@ struct ProjectionPropertyTests {
             let nonEmpty = final["daily"]?.count ?? 0
             #expect(nonEmpty > 0, "seed \(seed): the generated log produced no daily rows")
 
+            // The typed in-process read gives the same days and totals as the rows.
+            for user in generator.users {
+                for type in QuantityType.allCases {
+                    let rows = try log.rows(.daily, filter: RowFilter(user: user, type: type))
+                    let totals = try log.dailyTotals(user: user, type: type)
+                    #expect(totals.map { "\($0.date.daysSinceEpoch) \($0.value) \($0.samples) \($0.sources)" }
+                            == rows.map { row in
+                                let date = CivilDate(parsing: row.values["date"]?.stringValue ?? "")?.daysSinceEpoch
+                                let number = { (name: String) in row.values[name]?.numberValue ?? -1 }
+                                return "\(date ?? -1) \(number("value")) \(Int(number("samples"))) \(Int(number("sources")))"
+                            },
+                            "seed \(seed): dailyTotals of \(user) \(type) differ from the daily rows")
+                }
+            }
+
             try log.rebuildProjections()
             let rebuilt = try snapshot { try log.rows($0, filter: RowFilter()) }
             #expect(rebuilt == final, "seed \(seed): rebuild differs from the incremental projection")
@@ -120,6 +135,17 @@ struct ProjectionPropertyTests {
                     return try snapshot { try query.rows($0, filter: RowFilter()) }
                 }
                 #expect(replayed == captured[k], "seed \(seed): replay to seq \(k) differs from project after \(k)")
+                // A replay that folds one user's events gives that user's rows of the full replay.
+                for user in generator.users {
+                    let scoped = try log.withReplay(to: .seq(k), users: [user]) { point, query in
+                        #expect(point.seq == k)
+                        return try snapshot { try query.rows($0, filter: RowFilter(user: user)) }
+                    }
+                    let full = try log.withReplay(to: .seq(k)) { _, query in
+                        try snapshot { try query.rows($0, filter: RowFilter(user: user)) }
+                    }
+                    #expect(scoped == full, "seed \(seed): replay of \(user) alone to seq \(k) differs from the full replay")
+                }
             }
             #expect(try log.verifyChain().verified == log.head().seq)
             #expect(try log.verifyProjections() > 0)
