@@ -251,7 +251,9 @@ public final class ActivityFold {
             try store.put(.users, StateKey.user(userID), users[userID]!.encoded)
         }
         let days = dirtyDays.sorted { a, b in
-            a.value.seq != b.value.seq ? a.value.seq < b.value.seq : a.key.bytes.lexicographicallyPrecedes(b.key.bytes)
+            // Ties in key order: (user, type code, day) is the order of the key bytes.
+            a.value.seq != b.value.seq ? a.value.seq < b.value.seq
+                : (a.key.user, a.key.type.code, a.key.day) < (b.key.user, b.key.type.code, b.key.day)
         }
         for (key, cause) in days {
             try recompute(key, cause: cause)
@@ -288,7 +290,7 @@ public final class ActivityFold {
         let ordered = entries.sorted { a, b in
             if a.start != b.start { return a.start < b.start }
             if a.end != b.end { return a.end < b.end }
-            return a.id.bytes.lexicographicallyPrecedes(b.id.bytes)
+            return a.id.precedes(b.id)
         }
         var shares = ordered.enumerated().map { position, entry -> DayShare in
             let window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))

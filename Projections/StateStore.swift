@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// The tables a projection keeps its state in.
@@ -52,28 +53,135 @@ extension StateStore {
     }
 }
 
-/// A `StateStore` in memory, for tests of the folds.
+/// A `StateStore` in memory: what tests and replays fold into (a replay queries it directly,
+/// so it writes no file).
+///
+/// Keys sort as unsigned bytes, as in LMDB. Every scan the fold and the queries make names a
+/// prefix of at least the user (4 bytes) or user and type (5 bytes), so each table keeps its keys
+/// grouped by that prefix, each group sorted: a scan reads one group, and an insert shifts only
+/// its own group. Scans with a shorter prefix sort the whole table (only queries do that).
 public final class MemoryStateStore: StateStore {
-    private var tables: [StateTable: [[UInt8]: [UInt8]]] = [:]
+    private final class Table {
+        let groupLength: Int
+        var values: [ByteKey: [UInt8]] = [:]
+        var groups: [ByteKey: [ByteKey]] = [:]
 
-    public init() {}
+        init(groupLength: Int) { self.groupLength = groupLength }
 
-    public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? { tables[table]?[key] }
+        func group(of key: ByteKey) -> ByteKey { ByteKey(Array(key.bytes.prefix(groupLength))) }
 
-    public func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) {
-        tables[table, default: [:]][key] = value
+        func put(_ key: ByteKey, _ value: [UInt8]) {
+            guard values.updateValue(value, forKey: key) == nil, groupLength > 0 else { return }
+            let name = group(of: key)
+            var members = groups.removeValue(forKey: name) ?? []
+            if let last = members.last, last < key {
+                members.append(key)
+            } else {
+                members.insert(key, at: members.lowerBound(of: key))
+            }
+            groups[name] = members
+        }
+
+        func delete(_ key: ByteKey) {
+            guard values.removeValue(forKey: key) != nil, groupLength > 0 else { return }
+            let name = group(of: key)
+            guard var members = groups.removeValue(forKey: name) else { return }
+            let index = members.lowerBound(of: key)
+            if index < members.count, members[index] == key { members.remove(at: index) }
+            if !members.isEmpty { groups[name] = members }
+        }
+
+        /// Keys starting with `prefix`, in order.
+        func keys(prefix: [UInt8]) -> ArraySlice<ByteKey> {
+            let all: [ByteKey]
+            if groupLength > 0, prefix.count >= groupLength {
+                all = groups[ByteKey(Array(prefix.prefix(groupLength)))] ?? []
+            } else {
+                all = values.keys.sorted()
+            }
+            let start = all.lowerBound(of: ByteKey(prefix))
+            var end = start
+            while end < all.count, all[end].bytes.starts(with: prefix) { end += 1 }
+            return all[start..<end]
+        }
     }
 
-    public func delete(_ table: StateTable, _ key: [UInt8]) { tables[table]?[key] = nil }
+    private var tables: [StateTable: Table] = [:]
+
+    public init() {
+        for table in StateTable.allCases {
+            tables[table] = Table(groupLength: MemoryStateStore.groupLength(table))
+        }
+    }
+
+    /// The prefix every scan of `table` names at least: 4 bytes (a user), 5 (user and type), or
+    /// 0 for tables only read by key (and `users`, scanned whole by queries).
+    static func groupLength(_ table: StateTable) -> Int {
+        switch table {
+        case .userSamples, .grants: 4
+        case .buckets, .daily, .perSource, .lastKnown: 5
+        case .users, .userNames, .samples, .sync: 0
+        }
+    }
+
+    public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? { tables[table]!.values[ByteKey(key)] }
+
+    public func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) {
+        tables[table]!.put(ByteKey(key), value)
+    }
+
+    public func delete(_ table: StateTable, _ key: [UInt8]) { tables[table]!.delete(ByteKey(key)) }
 
     public func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
                      _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
-        let entries = (tables[table] ?? [:]).filter { $0.key.starts(with: prefix) }
-        var keys = entries.keys.sorted { $0.lexicographicallyPrecedes($1) }
-        if reverse { keys.reverse() }
-        for key in keys where try !body(key, entries[key]!) { return }
+        let store = tables[table]!
+        let keys = store.keys(prefix: prefix)
+        if reverse {
+            for key in keys.reversed() where try !body(key.bytes, store.values[key]!) { return }
+        } else {
+            for key in keys where try !body(key.bytes, store.values[key]!) { return }
+        }
     }
 
     /// Every entry of `table`, for comparing two stores.
-    public func entries(_ table: StateTable) -> [[UInt8]: [UInt8]] { tables[table] ?? [:] }
+    public func entries(_ table: StateTable) -> [[UInt8]: [UInt8]] {
+        Dictionary(uniqueKeysWithValues: tables[table]!.values.map { ($0.key.bytes, $0.value) })
+    }
+}
+
+/// A byte-string key hashed and compared as a whole, in unsigned byte order (LMDB's), rather
+/// than one element at a time as `[UInt8]` is.
+struct ByteKey: Hashable, Comparable {
+    let bytes: [UInt8]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
+    static func == (a: ByteKey, b: ByteKey) -> Bool { a.bytes == b.bytes }
+
+    static func < (a: ByteKey, b: ByteKey) -> Bool {
+        a.bytes.withUnsafeBytes { x in
+            b.bytes.withUnsafeBytes { y in
+                let common = min(x.count, y.count)
+                let order = common == 0 ? 0 : memcmp(x.baseAddress!, y.baseAddress!, common)
+                return order != 0 ? order < 0 : x.count < y.count
+            }
+        }
+    }
+}
+
+extension Array where Element == ByteKey {
+    /// The first index whose key is not below `key` (binary search; the array is sorted).
+    func lowerBound(of key: ByteKey) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < key { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
 }

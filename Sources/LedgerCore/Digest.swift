@@ -81,6 +81,17 @@ extension UUID {
         withUnsafeBytes(of: uuid) { Array($0) }
     }
 
+    /// Byte order of the 16 bytes (as `bytes.lexicographicallyPrecedes`), without copying them.
+    public func precedes(_ other: UUID) -> Bool {
+        withUnsafeBytes(of: uuid) { a in
+            withUnsafeBytes(of: other.uuid) { b in
+                let x = (UInt64(bigEndian: a.loadUnaligned(as: UInt64.self)), UInt64(bigEndian: a.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                let y = (UInt64(bigEndian: b.loadUnaligned(as: UInt64.self)), UInt64(bigEndian: b.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+                return x < y
+            }
+        }
+    }
+
     /// Parses the canonical 8-4-4-4-12 hex form (either case) without going through
     /// Foundation's `sscanf`-based parser, which dominated decoding stored events.
     public init?(canonical text: String) {

@@ -20,6 +20,10 @@ final class GroupCommitter: Sendable {
     private let queue = Mutex<(jobs: [Job], running: Bool)>(([], true))
     private let wakeup = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
+    private let commitCount = Atomic<Int>(0)
+
+    /// Write transactions committed so far (each holds one or more batches).
+    var commits: Int { commitCount.load(ordering: .relaxed) }
 
     /// `afterCommit` runs on the writer thread after each group (the server wakes its streams).
     init(log: EventLog, afterCommit: @escaping @Sendable () -> Void) {
@@ -55,6 +59,7 @@ final class GroupCommitter: Sendable {
                 } catch {
                     results = Array(repeating: .failure(error), count: jobs.count)
                 }
+                commitCount.add(1, ordering: .relaxed)
                 for (job, result) in zip(jobs, results) { job.completion(result) }
                 afterCommit()
             }

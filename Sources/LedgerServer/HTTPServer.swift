@@ -439,6 +439,9 @@ public final class HTTPServer: @unchecked Sendable {
         # HELP ledger_appended_events_total Events appended through the HTTP API.
         # TYPE ledger_appended_events_total counter
         ledger_appended_events_total \(values.appends)
+        # HELP ledger_commits_total Write transactions committed for POSTed batches (group commit: one may hold many).
+        # TYPE ledger_commits_total counter
+        ledger_commits_total \(committer?.commits ?? 0)
         # HELP ledger_duplicate_events_total Events POSTed that were already in the log.
         # TYPE ledger_duplicate_events_total counter
         ledger_duplicate_events_total \(values.duplicates)

@@ -141,10 +141,8 @@ extension EventLog {
         var recorded = clock()
         if let last = head.recorded, last > recorded { recorded = last }
         var counts: [EventKind: Int] = [:]
-        // The id, sample and sync indexes and the fold's state are written in key order (see WriteBuffer).
-        let buffer = WriteBuffer(txn)
         // Made current before this batch's records are written: a rebuild must not fold them.
-        let fold = try projectionFold(in: buffer, expectedPosition: head.seq)
+        let fold = try projectionFold(in: txn, expectedPosition: head.seq)
         // The newest record is held back until the next one arrives, so that the last of the
         // batch can carry the batch-end flag.
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
@@ -158,7 +156,7 @@ extension EventLog {
         try produce { location, event in
             let body = event.document.canonicalBytes
             let idKey = event.id.bytes
-            if let existing = try buffer.get(ids, idKey) {
+            if let existing = try txn.get(ids, idKey) {
                 let existingSeq = UInt64(bigEndianBytes: existing)
                 let same: Bool
                 if let held, held.seq == existingSeq {
@@ -182,7 +180,7 @@ extension EventLog {
             case .sample(let sample):
                 if let syncId = sample.syncId, let version = sample.syncVersion {
                     let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
-                    if let stored = try buffer.get(sync, key), stored.count == 24 {
+                    if let stored = try txn.get(sync, key), stored.count == 24 {
                         let storedVersion = Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8])))
                         if version <= storedVersion {
                             result.superseded += 1
@@ -190,24 +188,24 @@ extension EventLog {
                             return
                         }
                         let oldID = Array(stored[8..<24])
-                        if var old = try buffer.get(samples, oldID).flatMap(SampleState.init) {
+                        if var old = try txn.get(samples, oldID).flatMap(SampleState.init) {
                             old.status = .superseded
-                            try buffer.put(samples, oldID, old.encoded)
+                            try txn.put(samples, oldID, old.encoded)
                         }
                     }
-                    try buffer.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
+                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
                 }
                 let state = SampleState(status: .active, type: sample.type, start: sample.start,
                                         end: sample.end, unit: sample.unit)
-                try buffer.put(samples, idKey, state.encoded)
+                try txn.put(samples, idKey, state.encoded)
             case .correction(let correction):
-                try apply(correction, at: location, in: buffer)
+                try apply(correction, at: location, in: txn)
             case .grant, .revoke, .profile:
                 break
             }
 
             seq += 1
-            try buffer.put(ids, idKey, seq.bigEndianBytes)
+            try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, EventCodec.encode(id: event.id, payload: event.payload))
             try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload))
@@ -217,7 +215,6 @@ extension EventLog {
         }
         if let last = held { try write(last, endsBatch: true) }
         result.changes = try fold.flush()
-        try buffer.flush()
         try storeChanges(result.changes, in: txn)
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
@@ -230,9 +227,9 @@ extension EventLog {
     }
 
     /// Checks a correction against its target and records its effect on the target's state.
-    private func apply(_ correction: Correction, at location: InputLocation?, in buffer: WriteBuffer) throws {
+    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws {
         let key = correction.target.bytes
-        guard var state = try buffer.get(samples, key).flatMap(SampleState.init) else {
+        guard var state = try txn.get(samples, key).flatMap(SampleState.init) else {
             throw InputError(location: location, field: "target",
                              message: "'target' \(correction.target.lowercased) names no sample in the log")
         }
@@ -264,7 +261,7 @@ extension EventLog {
                                  message: "after this amendment the target's 'end' would precede its 'start'")
             }
         }
-        try buffer.put(samples, key, state.encoded)
+        try txn.put(samples, key, state.encoded)
     }
 
     /// SHA-256 of user ␀ source ␀ syncId: names may be 1 KiB each, LMDB keys at most 511 bytes.

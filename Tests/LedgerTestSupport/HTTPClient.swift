@@ -50,11 +50,15 @@ final class Connection {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let ready = poll(&descriptor, 1, Int32(timeout * 1000))
         guard ready > 0 else { throw HTTPClientError(description: "timed out after \(timeout) s waiting for the server") }
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        let count = recv(fd, &chunk, chunk.count, 0)
-        if count <= 0 { return false }
-        buffer += chunk[0..<count]
-        return true
+        let before = buffer.count
+        buffer.reserveCapacity(before + 65_536)
+        // Receive straight into the buffer's spare capacity: no scratch array, no zeroing.
+        var count = 0
+        buffer.append(contentsOf: [UInt8](unsafeUninitializedCapacity: 65_536) { raw, initialized in
+            count = recv(fd, raw.baseAddress, raw.count, 0)
+            initialized = max(count, 0)
+        })
+        return count > 0
     }
 
     /// The next CRLF-terminated line, without the CRLF.
@@ -93,8 +97,9 @@ final class Connection {
     }
 }
 
-func requestBytes(_ method: String, path: String, headers: [String: String], body: [UInt8]) -> [UInt8] {
-    var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+func requestBytes(_ method: String, path: String, headers: [String: String], body: [UInt8],
+                  keepAlive: Bool = false) -> [UInt8] {
+    var text = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n" + (keepAlive ? "" : "Connection: close\r\n")
     for (name, value) in headers { text += "\(name): \(value)\r\n" }
     if !body.isEmpty || method == "POST" { text += "Content-Length: \(body.count)\r\n" }
     text += "\r\n"
@@ -120,6 +125,25 @@ public func http(_ method: String, port: UInt16, path: String, headers: [String:
         body = connection.buffer
     }
     return HTTPResponse(status: status, headers: responseHeaders, body: String(decoding: body, as: UTF8.self))
+}
+
+/// A persistent HTTP/1.1 connection (keep-alive), as an ordinary HTTP client library keeps
+/// one: requests go one after another on the same socket. Responses must carry Content-Length.
+public final class KeepAliveConnection {
+    private let connection: Connection
+
+    public init(port: UInt16) throws { connection = try Connection(port: port) }
+
+    public func request(_ method: String, path: String, headers: [String: String] = [:], body: [UInt8] = [],
+                        timeout: Double = 30) throws -> HTTPResponse {
+        try connection.send(requestBytes(method, path: path, headers: headers, body: body, keepAlive: true))
+        let (status, responseHeaders) = try connection.head(timeout: timeout)
+        guard let length = responseHeaders["content-length"].flatMap({ Int($0) }) else {
+            throw HTTPClientError(description: "a keep-alive response needs Content-Length")
+        }
+        let body = try connection.bytes(length, timeout: timeout)
+        return HTTPResponse(status: status, headers: responseHeaders, body: String(decoding: body, as: UTF8.self))
+    }
 }
 
 /// One Server-Sent Event, or a comment line (`: heartbeat 12`).

@@ -32,9 +32,7 @@ public final class Environment: @unchecked Sendable {
     ///
     /// Calls `mdb_env_create`, `mdb_env_set_maxdbs`, `mdb_env_set_mapsize`, `mdb_env_open` and
     /// `mdb_reader_check` (to clear slots left by crashed readers).
-    /// With `scratch`, commits are not synced to disk (`MDB_NOSYNC`): for throw-away
-    /// environments such as replays.
-    public init(path: String, mapSize: Int? = nil, maxDatabases: Int = 32, scratch: Bool = false) throws {
+    public init(path: String, mapSize: Int? = nil, maxDatabases: Int = 32) throws {
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: ENOMEM, call: "mdb_env_create") }
@@ -44,7 +42,7 @@ public final class Environment: @unchecked Sendable {
             if let mapSize {
                 try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
             }
-            let flags = UInt32(MDB_NOTLS | MDB_NORDAHEAD | (scratch ? MDB_NOSYNC | MDB_NOMETASYNC : 0))
+            let flags = UInt32(MDB_NOTLS | MDB_NORDAHEAD)
             try check(mdb_env_open(env, path, flags, 0o664), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             try check(mdb_reader_check(env, &dead), "mdb_reader_check")
