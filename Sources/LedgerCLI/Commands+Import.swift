@@ -54,33 +54,46 @@ extension Commands {
         let converter = AppleHealthConverter(user: user, zone: zone)
         let log = try context.openLog(arguments, create: true)
         var summary = ImportSummary()
-        var batch: [(InputLocation?, Event)] = []
-        let progress = ProgressBar(sink: context.stderr, reader: reader)
-
-        func commit() throws {
-            guard !batch.isEmpty else { return }
-            let result = try log.append(batch)
-            summary.appended += result.appended
-            summary.duplicates += result.duplicates
-            summary.superseded += result.superseded
-            summary.committedRecords = summary.read
-            batch.removeAll(keepingCapacity: true)
-            log.environment.releaseMappedPages()
-        }
-
+        let progress = ProgressBar(sink: context.stderr)
+        // The XML is read and turned into events on a second thread while this one appends the
+        // batches it hands over; the reader is that thread's alone until the pipeline ends.
+        let owned = Owned(reader)
         do {
-            while let record = try reader.next() {
-                summary.read += 1
-                if let event = try converter.event(for: record) {
-                    summary.kept[record.type, default: 0] += 1
-                    batch.append((.line(record.line), event))
-                    if batch.count >= batchSize { try commit() }
-                } else {
-                    summary.skipped[record.type, default: 0] += 1
+            try Pipeline.run(depth: 2, produce: { emit in
+                let reader = owned.value
+                var chunk = ImportChunk()
+                while let record = try reader.next() {
+                    chunk.read += 1
+                    if let event = try converter.event(for: record) {
+                        chunk.kept[record.type, default: 0] += 1
+                        chunk.events.append((.line(record.line), PreparedEvent(event)))
+                        if chunk.events.count >= batchSize {
+                            chunk.progress = reader.progress
+                            try emit(chunk)
+                            chunk = ImportChunk()
+                        }
+                    } else {
+                        chunk.skipped[record.type, default: 0] += 1
+                    }
                 }
-                if summary.read % 4096 == 0 { progress.update(records: summary.read) }
-            }
-            try commit()
+                chunk.progress = reader.progress
+                try emit(chunk)
+            }, consume: { (chunk: ImportChunk) in
+                if !chunk.events.isEmpty {
+                    let result = try log.append { add in
+                        for (location, prepared) in chunk.events { try add(location, prepared) }
+                    }
+                    summary.appended += result.appended
+                    summary.duplicates += result.duplicates
+                    summary.superseded += result.superseded
+                    log.environment.releaseMappedPages()
+                }
+                summary.read += chunk.read
+                summary.kept.merge(chunk.kept, uniquingKeysWith: +)
+                summary.skipped.merge(chunk.skipped, uniquingKeysWith: +)
+                summary.committedRecords = summary.read
+                progress.update(records: summary.read, bytes: chunk.progress)
+            })
         } catch let error as ImportError {
             progress.finish()
             throw CLIError.data("\(error.description); \(summary.committedNote)")
@@ -127,23 +140,22 @@ struct ImportSummary {
 /// time left. Silent otherwise.
 final class ProgressBar {
     private let sink: OutputSink
-    private let reader: HealthExportReader
     private let started = Date()
     private var lastDrawn = Date.distantPast
     private var drew = false
 
-    init(sink: OutputSink, reader: HealthExportReader) {
+    init(sink: OutputSink) {
         self.sink = sink
-        self.reader = reader
     }
 
-    func update(records: Int) {
+    /// `bytes`: how much of the file has been read, of how much.
+    func update(records: Int, bytes: (read: Int64, total: Int64)) {
         guard sink.isTerminal else { return }
         let now = Date()
         guard now.timeIntervalSince(lastDrawn) >= 0.2 else { return }
         lastDrawn = now
         drew = true
-        let (done, total) = reader.progress
+        let (done, total) = bytes
         let fraction = total > 0 ? min(1, Double(done) / Double(total)) : 0
         let elapsed = max(0.001, now.timeIntervalSince(started))
         let rate = Double(records) / elapsed
@@ -158,4 +170,21 @@ final class ProgressBar {
     func finish() {
         if drew { sink.write("\n") }
     }
+}
+
+/// What the reading thread of an import hands over: one batch of events, with the counts of
+/// the records read for it and how far into the file it got.
+struct ImportChunk: Sendable {
+    var events: [(InputLocation?, PreparedEvent)] = []
+    var read = 0
+    var kept: [String: Int] = [:]
+    var skipped: [String: Int] = [:]
+    var progress: (read: Int64, total: Int64) = (0, 0)
+}
+
+/// Hands a non-Sendable value to exactly one other thread, which then owns it alone.
+final class Owned<Value>: @unchecked Sendable {
+    // @unchecked: the creator gives the value up; only the receiving thread touches it.
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

@@ -56,7 +56,7 @@ extension Commands {
         }
         let source = arguments.positionals.first ?? "-"
         let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
-        // Events are parsed, checked, written and folded one at a time inside one write
+        // Events are parsed, checked, written and folded as a stream inside one write
         // transaction, so memory stays flat however long the input. A batch refused anywhere
         // (malformed line 900,000, a conflict, a correction of an unknown sample) aborts that
         // transaction: nothing is committed, and a ledger this command created is removed.
@@ -70,7 +70,21 @@ extension Commands {
         do {
             let log = try context.openLog(arguments, create: true)
             result = try log.append(expectHead: expectHead) { add in
-                try EventInput.forEach(bytes) { location, event in try add(location, event) }
+                // Parsing and validating (JSON, canonical form) run on a second core while
+                // this thread checks, hashes, writes and folds.
+                try Pipeline.run(produce: { emit in
+                    var chunk: [(InputLocation, PreparedEvent)] = []
+                    try EventInput.forEach(bytes) { location, event in
+                        chunk.append((location, PreparedEvent(event)))
+                        if chunk.count == 256 {
+                            try emit(chunk)
+                            chunk.removeAll(keepingCapacity: true)
+                        }
+                    }
+                    if !chunk.isEmpty { try emit(chunk) }
+                }, consume: { chunk in
+                    for (location, prepared) in chunk { try add(location, prepared) }
+                })
             }
         } catch {
             if !existed { try? FileManager.default.removeItem(atPath: path) }

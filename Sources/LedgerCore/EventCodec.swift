@@ -213,3 +213,21 @@ public enum EventCodec {
         }
     }
 }
+
+/// An event with the two stored forms computed: its canonical JSON and its typed bytes. Made
+/// where the event is decoded (possibly on another thread, see `Pipeline`), so that appending
+/// only checks, hashes and writes.
+/// The JSON document itself is not kept: it is only needed to make `body`.
+public struct PreparedEvent: Sendable {
+    public let id: UUID
+    public let payload: Event.Payload
+    public let body: [UInt8]
+    public let typed: [UInt8]
+
+    public init(_ event: Event) {
+        id = event.id
+        payload = event.payload
+        body = event.document.canonicalBytes
+        typed = EventCodec.encode(id: event.id, payload: event.payload)
+    }
+}

@@ -113,7 +113,7 @@ extension EventLog {
 
     func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64?, in txn: Transaction) throws -> AppendResult {
         try append(expectHead: expectHead, in: txn) { add in
-            for (location, event) in batch { try add(location, event) }
+            for (location, event) in batch { try add(location, PreparedEvent(event)) }
         }
     }
 
@@ -121,7 +121,7 @@ extension EventLog {
     /// events are checked, written and folded one by one, so memory does not grow with the
     /// batch. Whatever `produce` throws aborts the whole batch.
     public func append(expectHead: UInt64? = nil,
-                       _ produce: (_ add: (InputLocation?, Event) throws -> Void) throws -> Void) throws -> AppendResult {
+                       _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
         do {
             return try environment.write { txn in try append(expectHead: expectHead, in: txn, produce) }
         } catch LMDBError.diskFull {
@@ -130,7 +130,7 @@ extension EventLog {
     }
 
     func append(expectHead: UInt64?, in txn: Transaction,
-                _ produce: (_ add: (InputLocation?, Event) throws -> Void) throws -> Void) throws -> AppendResult {
+                _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
         let head = try head(in: txn)
         if let expectHead, expectHead != head.seq {
             throw LedgerError.headMismatch(expected: expectHead, actual: head.seq)
@@ -153,8 +153,9 @@ extension EventLog {
             previousHash = record.hash
         }
 
-        try produce { location, event in
-            let body = event.document.canonicalBytes
+        try produce { location, prepared in
+            let event = prepared
+            let body = prepared.body
             let idKey = event.id.bytes
             if let existing = try txn.get(ids, idKey) {
                 let existingSeq = UInt64(bigEndianBytes: existing)
@@ -207,9 +208,9 @@ extension EventLog {
             seq += 1
             try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
-            held = (seq, body, EventCodec.encode(id: event.id, payload: event.payload))
+            held = (seq, body, prepared.typed)
             try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload))
-            counts[event.kind, default: 0] += 1
+            counts[event.payload.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
         }
