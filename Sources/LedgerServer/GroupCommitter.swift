@@ -11,7 +11,8 @@ import Synchronization
 /// `completion` callbacks run on the writer thread, after the commit is durable.
 final class GroupCommitter: Sendable {
     struct Job: Sendable {
-        var events: [(InputLocation?, Event)]
+        /// Prepared (canonical JSON, typed form) on the request's thread, not the writer's.
+        var events: [(InputLocation?, PreparedEvent)]
         var expectHead: UInt64?
         var completion: @Sendable (Result<EventLog.AppendResult, any Error>) -> Void
     }

@@ -265,7 +265,7 @@ public final class HTTPServer: @unchecked Sendable {
         MHD_suspend_connection(connection)
         let metrics = self.metrics
         let suspended = SuspendedConnection(pointer: connection)
-        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
+        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), PreparedEvent($0.1)) }, expectHead: expectHead) { result in
             let response: Response
             switch result {
             case .success(let appended):

@@ -87,7 +87,7 @@ extension EventLog {
     /// Appends several independent batches in one write transaction (group commit): each is
     /// all or nothing on its own, in a nested transaction, and one commit makes them all
     /// durable. The results are in the order of `batches`.
-    public func appendGroup(_ batches: [(events: [(InputLocation?, Event)], expectHead: UInt64?)])
+    public func appendGroup(_ batches: [(events: [(InputLocation?, PreparedEvent)], expectHead: UInt64?)])
         throws -> [Result<AppendResult, any Error>] {
         do {
             return try environment.write { txn in
@@ -95,7 +95,9 @@ extension EventLog {
                 for batch in batches {
                     do {
                         let result = try txn.nested { child in
-                            try append(batch.events, expectHead: batch.expectHead, in: child)
+                            try append(expectHead: batch.expectHead, in: child) { add in
+                                for (location, prepared) in batch.events { try add(location, prepared) }
+                            }
                         }
                         results.append(.success(result))
                     } catch let error as LMDBError {
