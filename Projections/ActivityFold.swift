@@ -18,16 +18,19 @@ public struct LoggedEvent: Sendable, Equatable {
     public var recorded: Timestamp
     public var id: UUID
     public var payload: Event.Payload
+    /// For a correction, the seq of its target sample, as the log resolved it from the id.
+    public var target: UInt64?
 
-    public init(seq: UInt64, recorded: Timestamp, id: UUID, payload: Event.Payload) {
+    public init(seq: UInt64, recorded: Timestamp, id: UUID, payload: Event.Payload, target: UInt64? = nil) {
         self.seq = seq
         self.recorded = recorded
         self.id = id
         self.payload = payload
+        self.target = target
     }
 
-    public init(seq: UInt64, recorded: Timestamp, event: Event) {
-        self.init(seq: seq, recorded: recorded, id: event.id, payload: event.payload)
+    public init(seq: UInt64, recorded: Timestamp, event: Event, target: UInt64? = nil) {
+        self.init(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
     }
 }
 
@@ -42,7 +45,7 @@ public struct LoggedEvent: Sendable, Equatable {
 public final class ActivityFold {
     /// Bumped whenever the fold's logic or state layout changes: stored state of another
     /// version is rebuilt from the log.
-    public static let version = 1
+    public static let version = 2
 
     private let store: any StateStore
     private let context: FoldContext
@@ -86,9 +89,10 @@ public final class ActivityFold {
         let cause = Cause(seq: logged.seq, recorded: logged.recorded.microseconds)
         switch logged.payload {
         case .sample(let sample):
-            try addSample(sample, id: logged.id, cause: cause)
+            try addSample(sample, id: logged.id, seq: logged.seq, cause: cause)
         case .correction(let correction):
-            try correct(correction, cause: cause)
+            guard let target = logged.target else { return }  // the log admits none without one
+            try correct(correction, target: target, cause: cause)
         case .grant(let change):
             try changeAccess(change, adding: true, cause: cause)
         case .revoke(let change):
@@ -98,32 +102,34 @@ public final class ActivityFold {
         }
     }
 
-    private func addSample(_ sample: Sample, id: UUID, cause: Cause) throws {
+    private func addSample(_ sample: Sample, id: UUID, seq: UInt64, cause: Cause) throws {
         let userID = try self.userID(for: sample.user)
         var user = try userState(userID)
         if let syncId = sample.syncId {
             // The log only admits a higher syncVersion, so this one replaces the current one.
             let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
             if let current = try store.get(.sync, key) {
-                try removeSample(UUID(bytes: current), cause: cause)
+                try removeSample(at: current, cause: cause)
             }
-            try store.put(.sync, key, id.bytes)
+            try store.put(.sync, key, StateKey.position(seq))
         }
         if !(user.sources[sample.type]?.contains(sample.source.name) ?? false) {
             user.sources[sample.type, default: []].append(sample.source.name)
             setUserState(userID, user)
         }
-        let record = SampleRecord(user: userID, type: sample.type, source: sample.source.name,
+        let record = SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
                                   value: sample.value, unit: sample.unit, start: sample.start,
                                   end: sample.end, zone: sample.zone, days: [])
-        try place(record, id: id, user: user, cause: cause)
+        let position = StateKey.position(seq)
+        try place(record, at: position, user: user, cause: cause)
         if sample.zone == nil {
-            try store.put(.userSamples, StateKey.user(userID) + id.bytes, [])
+            try store.put(.userSamples, StateKey.user(userID) + position, [])
         }
     }
 
-    /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores it.
-    private func place(_ record: SampleRecord, id: UUID, user: UserState, cause: Cause) throws {
+    /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores
+    /// it under its seq (`position`).
+    private func place(_ record: SampleRecord, at position: [UInt8], user: UserState, cause: Cause) throws {
         var record = record
         let zoneName = record.zone ?? user.zone ?? context.defaultZone.name
         var user = try userState(record.user)
@@ -133,7 +139,7 @@ public final class ActivityFold {
         }
         let zone = calendar.zone(named: zoneName)
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
-        let entry = BucketEntry(id: id, source: record.source, zone: zoneName, start: record.start.microseconds,
+        let entry = BucketEntry(id: record.id, source: record.source, zone: zoneName, start: record.start.microseconds,
                                 end: record.end.microseconds, value: record.canonicalValue)
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
@@ -142,25 +148,23 @@ public final class ActivityFold {
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: user, cause: cause)
-        try store.put(.samples, id.bytes, record.encoded)
+        try store.put(.samples, position, record.encoded)
     }
 
-    /// Takes a sample out of its days' buckets and forgets it. Returns its record.
-    @discardableResult
-    private func removeSample(_ id: UUID, cause: Cause) throws -> SampleRecord? {
-        guard let bytes = try store.get(.samples, id.bytes) else { return nil }
+    /// Takes the sample stored under `position` out of its days' buckets and forgets it.
+    private func removeSample(at position: [UInt8], cause: Cause) throws {
+        guard let bytes = try store.get(.samples, position) else { return }
         let record = SampleRecord(decoding: bytes)
-        try unplace(record, id: id, cause: cause)
-        try store.delete(.samples, id.bytes)
-        try store.delete(.userSamples, StateKey.user(record.user) + id.bytes)
-        return record
+        try unplace(record, cause: cause)
+        try store.delete(.samples, position)
+        try store.delete(.userSamples, StateKey.user(record.user) + position)
     }
 
-    private func unplace(_ record: SampleRecord, id: UUID, cause: Cause) throws {
+    private func unplace(_ record: SampleRecord, cause: Cause) throws {
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
             try loadBucket(key)
-            buckets[key]?.removeAll { $0.id == id }
+            buckets[key]?.removeAll { $0.id == record.id }
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: try userState(record.user), cause: cause)
@@ -178,19 +182,20 @@ public final class ActivityFold {
         }
     }
 
-    private func correct(_ correction: Correction, cause: Cause) throws {
+    private func correct(_ correction: Correction, target: UInt64, cause: Cause) throws {
+        let position = StateKey.position(target)
         switch correction.action {
         case .retract:
-            try removeSample(correction.target, cause: cause)
+            try removeSample(at: position, cause: cause)
         case .amend:
-            guard let bytes = try store.get(.samples, correction.target.bytes) else { return }
+            guard let bytes = try store.get(.samples, position) else { return }
             var record = SampleRecord(decoding: bytes)
-            try unplace(record, id: correction.target, cause: cause)
+            try unplace(record, cause: cause)
             if let unit = correction.unit { record.unit = unit }
             if let value = correction.value { record.value = value }
             if let start = correction.start { record.start = start }
             if let end = correction.end { record.end = end }
-            try place(record, id: correction.target, user: try userState(record.user), cause: cause)
+            try place(record, at: position, user: try userState(record.user), cause: cause)
         }
     }
 
@@ -208,16 +213,16 @@ public final class ActivityFold {
         setUserState(userID, user)
         if zoneChanged {
             // Re-bucket every sample of this user that has no zone of its own.
-            var ids: [UUID] = []
+            var positions: [[UInt8]] = []
             try store.scan(.userSamples, prefix: StateKey.user(userID), reverse: false) { key, _ in
-                ids.append(UUID(bytes: Array(key[4..<20])))
+                positions.append(Array(key[4...]))
                 return true
             }
-            for id in ids {
-                guard let bytes = try store.get(.samples, id.bytes) else { continue }
+            for position in positions {
+                guard let bytes = try store.get(.samples, position) else { continue }
                 let record = SampleRecord(decoding: bytes)
-                try unplace(record, id: id, cause: cause)
-                try place(record, id: id, user: user, cause: cause)
+                try unplace(record, cause: cause)
+                try place(record, at: position, user: user, cause: cause)
             }
         }
     }

@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// Appends fixed-width big-endian fields and length-prefixed strings to a byte array: the
@@ -20,12 +21,18 @@ struct ByteWriter {
     mutating func f64(_ value: Double) { u64(value.bitPattern) }
 
     mutating func string(_ value: String) {
-        let utf8 = Array(value.utf8)
-        u32(UInt32(utf8.count))
-        bytes.append(contentsOf: utf8)
+        var value = value
+        value.withUTF8 { utf8 in  // no intermediate array
+            u32(UInt32(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
     }
 
     mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
+
+    mutating func uuid(_ value: UUID) {
+        withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
+    }
 }
 
 /// Reads what `ByteWriter` wrote. Reading past the end is a corrupt state, which traps: state
@@ -70,5 +77,12 @@ struct ByteReader {
     mutating func raw(_ count: Int) -> [UInt8] {
         defer { offset += count }
         return Array(bytes[offset..<(offset + count)])
+    }
+
+    mutating func uuid() -> UUID {
+        defer { offset += 16 }
+        let b = bytes, o = offset
+        return UUID(uuid: (b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7],
+                           b[o + 8], b[o + 9], b[o + 10], b[o + 11], b[o + 12], b[o + 13], b[o + 14], b[o + 15]))
     }
 }

@@ -36,6 +36,13 @@ public enum StateKey {
         return (user, type, day)
     }
 
+    /// A sample's seq (8 bytes, big-endian): the key of its state.
+    public static func position(_ seq: UInt64) -> [UInt8] {
+        var writer = ByteWriter()
+        writer.u64(seq)
+        return writer.bytes
+    }
+
     public static func grant(_ user: UInt32, client: String) -> [UInt8] {
         StateKey.user(user) + Digest.sha256(Array(client.utf8))
     }
@@ -104,6 +111,7 @@ struct UserState: Equatable {
 
 /// A sample that currently counts, as the fold needs it.
 struct SampleRecord: Equatable {
+    var id: UUID
     var user: UInt32
     var type: QuantityType
     var source: String
@@ -121,6 +129,7 @@ struct SampleRecord: Equatable {
 
     var encoded: [UInt8] {
         var writer = ByteWriter()
+        writer.uuid(id)
         writer.u32(user)
         writer.u8(type.code)
         writer.string(source)
@@ -134,8 +143,9 @@ struct SampleRecord: Equatable {
         return writer.bytes
     }
 
-    init(user: UInt32, type: QuantityType, source: String, value: Double, unit: String,
+    init(id: UUID, user: UInt32, type: QuantityType, source: String, value: Double, unit: String,
          start: Timestamp, end: Timestamp, zone: String?, days: [Int]) {
+        self.id = id
         self.user = user
         self.type = type
         self.source = source
@@ -149,6 +159,7 @@ struct SampleRecord: Equatable {
 
     init(decoding bytes: [UInt8]) {
         var reader = ByteReader(bytes)
+        id = reader.uuid()
         user = reader.u32()
         type = QuantityType(code: reader.u8())!
         source = reader.string()
@@ -177,7 +188,7 @@ struct BucketEntry: Equatable {
         var writer = ByteWriter()
         writer.u32(UInt32(entries.count))
         for entry in entries {
-            writer.raw(entry.id.bytes)
+            writer.uuid(entry.id)
             writer.string(entry.source)
             writer.string(entry.zone)
             writer.i64(entry.start)
@@ -190,7 +201,7 @@ struct BucketEntry: Equatable {
     static func decode(_ bytes: [UInt8]) -> [BucketEntry] {
         var reader = ByteReader(bytes)
         return (0..<reader.u32()).map { _ in
-            BucketEntry(id: UUID(bytes: reader.raw(16)), source: reader.string(), zone: reader.string(),
+            BucketEntry(id: reader.uuid(), source: reader.string(), zone: reader.string(),
                         start: reader.i64(), end: reader.i64(), value: reader.f64())
         }
     }

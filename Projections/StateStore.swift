@@ -7,12 +7,13 @@ public enum StateTable: String, CaseIterable, Sendable {
     case users
     /// SHA-256(user name) → user id (u32)
     case userNames
-    /// sample id (16 bytes) → `SampleRecord`, for samples that currently count
+    /// sample seq (u64) → `SampleRecord`, for samples that currently count. Keyed by position,
+    /// not id, so a batch's samples land on adjacent pages.
     case samples
-    /// user id ‖ sample id → empty: samples without a zone of their own, re-bucketed when the
+    /// user id ‖ sample seq → empty: samples without a zone of their own, re-bucketed when the
     /// user's profile zone changes
     case userSamples
-    /// SHA-256(user ␀ source ␀ syncId) → sample id of the current version
+    /// SHA-256(user ␀ source ␀ syncId) → sample seq of the current version
     case sync
     /// day key → `[BucketEntry]`: every sample touching that user, type and day
     case buckets

@@ -4,7 +4,7 @@ import Projections
 
 /// What the log knows about a sample, for checking corrections and sync versions against it.
 ///
-/// Stored in `samples` as: status (1 byte: 0 active, 1 retracted, 2 superseded), type code
+/// Stored in `samples` under the sample's seq as: status (1 byte: 0 active, 1 retracted, 2 superseded), type code
 /// (1 byte), start and end (8 bytes each, big-endian microseconds), then the unit in UTF-8.
 struct SampleState: Equatable {
     enum Status: UInt8 { case active = 0, retracted = 1, superseded = 2 }
@@ -28,6 +28,27 @@ struct SampleState: Equatable {
         self.start = start
         self.end = end
         self.unit = unit
+    }
+
+    /// Applies a correction to the state; the field and message of the first problem, if any.
+    static func effect(of correction: Correction, on state: inout SampleState) -> (field: String, message: String)? {
+        switch correction.action {
+        case .retract:
+            state.status = .retracted
+        case .amend:
+            if let unit = correction.unit {
+                guard state.type.factor(from: unit) != nil else {
+                    return ("unit", "unit '\(unit)' does not fit the target's type '\(state.type.rawValue)' (expected \(state.type.acceptedUnits.joined(separator: ", ")))")
+                }
+                state.unit = unit
+            }
+            state.start = correction.start ?? state.start
+            state.end = correction.end ?? state.end
+            guard state.end >= state.start else {
+                return (correction.end != nil ? "end" : "start", "after this amendment the target's 'end' would precede its 'start'")
+            }
+        }
+        return nil
     }
 
     init?(_ bytes: [UInt8]) {
@@ -179,30 +200,34 @@ extension EventLog {
                 return
             }
 
+            // Per-sample state is keyed by the sample's seq, so a batch writes it on adjacent
+            // pages at the end of the table rather than one random page per sample.
+            let position = (seq + 1).bigEndianBytes
+            var target: UInt64?
             switch event.payload {
             case .sample(let sample):
                 if let syncId = sample.syncId, let version = sample.syncVersion {
                     let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
-                    if let stored = try txn.get(sync, key), stored.count == 24 {
+                    if let stored = try txn.get(sync, key), stored.count == 16 {
                         let storedVersion = Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8])))
                         if version <= storedVersion {
                             result.superseded += 1
                             result.outcomes.append(.superseded)
                             return
                         }
-                        let oldID = Array(stored[8..<24])
-                        if var old = try txn.get(samples, oldID).flatMap(SampleState.init) {
-                            old.status = .superseded
-                            try txn.put(samples, oldID, old.encoded)
+                        let old = Array(stored[8..<16])
+                        if var state = try txn.get(samples, old).flatMap(SampleState.init) {
+                            state.status = .superseded
+                            try txn.put(samples, old, state.encoded)
                         }
                     }
-                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + idKey)
+                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
                 }
                 let state = SampleState(status: .active, type: sample.type, start: sample.start,
                                         end: sample.end, unit: sample.unit)
-                try txn.put(samples, idKey, state.encoded)
+                try txn.put(samples, position, state.encoded, append: true)
             case .correction(let correction):
-                try apply(correction, at: location, in: txn)
+                target = try apply(correction, at: location, in: txn)
             case .grant, .revoke, .profile:
                 break
             }
@@ -211,7 +236,7 @@ extension EventLog {
             try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, prepared.typed)
-            try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload))
+            try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target))
             counts[event.payload.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
@@ -230,9 +255,10 @@ extension EventLog {
     }
 
     /// Checks a correction against its target and records its effect on the target's state.
-    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws {
-        let key = correction.target.bytes
-        guard var state = try txn.get(samples, key).flatMap(SampleState.init) else {
+    /// Returns the target's seq.
+    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws -> UInt64 {
+        guard let position = try txn.get(ids, correction.target.bytes),
+              var state = try txn.get(samples, position).flatMap(SampleState.init) else {
             throw InputError(location: location, field: "target",
                              message: "'target' \(correction.target.lowercased) names no sample in the log")
         }
@@ -246,25 +272,54 @@ extension EventLog {
         case .active:
             break
         }
-        switch correction.action {
-        case .retract:
-            state.status = .retracted
-        case .amend:
-            if let unit = correction.unit {
-                guard state.type.factor(from: unit) != nil else {
-                    throw InputError(location: location, field: "unit",
-                                     message: "unit '\(unit)' does not fit the target's type '\(state.type.rawValue)' (expected \(state.type.acceptedUnits.joined(separator: ", ")))")
-                }
-                state.unit = unit
-            }
-            state.start = correction.start ?? state.start
-            state.end = correction.end ?? state.end
-            guard state.end >= state.start else {
-                throw InputError(location: location, field: correction.end != nil ? "end" : "start",
-                                 message: "after this amendment the target's 'end' would precede its 'start'")
-            }
+        if let error = SampleState.effect(of: correction, on: &state) {
+            throw InputError(location: location, field: error.field, message: error.message)
         }
-        try txn.put(samples, key, state.encoded)
+        try txn.put(samples, position, state.encoded)
+        return UInt64(bigEndianBytes: position)
+    }
+
+    /// Rebuilds the `samples` and `sync` indexes from the log: what appending every event again
+    /// would leave in them. Every event in the log was checked when it was appended, so this
+    /// only replays the effects.
+    func reindexSamples(in txn: Transaction) throws {
+        try txn.clear(samples)
+        try txn.clear(sync)
+        var chunk: [LoggedEvent] = []
+        var last: UInt64 = 0
+        repeat {
+            chunk.removeAll(keepingCapacity: true)
+            try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
+                chunk.append(try RawRecord(seq: UInt64(bigEndianBytes: key), value).loggedEvent())
+                return chunk.count < 8192
+            }
+            for event in chunk {
+                last = event.seq
+                let position = event.seq.bigEndianBytes
+                switch event.payload {
+                case .sample(let sample):
+                    if let syncId = sample.syncId, let version = sample.syncVersion {
+                        let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
+                        if let stored = try txn.get(sync, key), stored.count == 16,
+                           var state = try txn.get(samples, Array(stored[8..<16])).flatMap(SampleState.init) {
+                            state.status = .superseded
+                            try txn.put(samples, Array(stored[8..<16]), state.encoded)
+                        }
+                        try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
+                    }
+                    let state = SampleState(status: .active, type: sample.type, start: sample.start,
+                                            end: sample.end, unit: sample.unit)
+                    try txn.put(samples, position, state.encoded, append: true)
+                case .correction(let correction):
+                    guard let target = try txn.get(ids, correction.target.bytes),
+                          var state = try txn.get(samples, target).flatMap(SampleState.init) else { continue }
+                    _ = SampleState.effect(of: correction, on: &state)
+                    try txn.put(samples, target, state.encoded)
+                case .grant, .revoke, .profile:
+                    break
+                }
+            }
+        } while chunk.count == 8192
     }
 
     /// SHA-256 of user ␀ source ␀ syncId: names may be 1 KiB each, LMDB keys at most 511 bytes.

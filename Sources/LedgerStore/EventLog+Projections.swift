@@ -13,6 +13,13 @@ struct LMDBStateStore: StateStore {
     }
 
     func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) throws {
+        if table == .samples {
+            // Keyed by seq: a new sample's key is the largest, and LMDB's append mode then
+            // skips the search and fills pages densely. An amendment rewrites an older key.
+            do {
+                return try txn.put(databases[table]!, key, value, append: true)
+            } catch LMDBError.keyExists {}
+        }
         try txn.put(databases[table]!, key, value)
     }
 
@@ -73,6 +80,14 @@ extension EventLog {
         return Timestamp(microseconds: window.end - 1)
     }
 
+    /// `event`, with a correction's target seq looked up in `ids` (folds key samples by seq).
+    func withTarget(_ event: LoggedEvent, in txn: Transaction) throws -> LoggedEvent {
+        guard case .correction(let correction) = event.payload else { return event }
+        var event = event
+        event.target = try txn.get(ids, correction.target.bytes).map { UInt64(bigEndianBytes: $0) }
+        return event
+    }
+
     static let projectionVersionKey = Array("projections.version".utf8)
     static let projectionPositionKey = Array("projections.position".utf8)
 
@@ -118,7 +133,7 @@ extension EventLog {
             chunk.removeAll(keepingCapacity: true)
             try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
                 let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
-                chunk.append((try raw.loggedEvent(), raw.isWellFormed && raw.endsBatch))
+                chunk.append((try withTarget(raw.loggedEvent(), in: txn), raw.isWellFormed && raw.endsBatch))
                 return chunk.count < 8192
             }
             for (event, endsBatch) in chunk {
@@ -233,12 +248,12 @@ extension EventLog {
                         }
                     }
                     if relevant {
-                        let event = try logged ?? raw.loggedEvent()
+                        let event = try withTarget(logged ?? raw.loggedEvent(), in: logTxn)
                         if case .sample = event.payload { ownSamples.insert(event.id) }
                         try fold.apply(event)
                     }
                 } else {
-                    try fold.apply(try raw.loggedEvent())
+                    try fold.apply(try withTarget(raw.loggedEvent(), in: logTxn))
                 }
                 if raw.endsBatch { _ = try fold.flush() }
                 point = ReplayPoint(seq: raw.seq, recorded: raw.recorded, hash: [])

@@ -8,8 +8,9 @@ import Synchronization
 /// Databases in the LMDB environment (docs/STORAGE.md has the byte layouts):
 /// - `events`: `seq` (8 bytes, big-endian) → `EventRecord`, the log itself. Never rewritten.
 /// - `ids`: event id (16 bytes) → `seq`, for idempotency.
-/// - `samples`: sample id → `SampleState`, so corrections can be checked against their target.
-/// - `sync`: user ␀ source ␀ syncId → sync version and sample id, for `syncVersion` supersede.
+/// - `samples`: sample seq → `SampleState`, so corrections can be checked against their target
+///   (found through `ids`).
+/// - `sync`: user ␀ source ␀ syncId → sync version and sample seq, for `syncVersion` supersede.
 /// - `meta`: settings (`format`, `zone`, `created`) and per-kind counters.
 ///
 /// Everything but `events` is derived from it and is updated in the same write transaction.
@@ -70,19 +71,33 @@ public final class EventLog: Sendable {
         try checkFormat()
     }
 
+    /// The layout of the databases besides `events` (docs/STORAGE.md). Layout 1 (the first
+    /// release) keyed `samples` and `sync` by sample id; opening such a ledger rebuilds those
+    /// two indexes from the log, keyed by seq, in one write transaction. The log is untouched.
+    static let layout = "2"
+
     private func checkFormat() throws {
-        let format = try environment.read { txn in try txn.get(meta, Array("format".utf8)) }
-        if let format, format != Array("1".utf8) {
-            throw LedgerError.unsupportedFormat(found: String(decoding: format, as: UTF8.self))
-        }
-        if format == nil {
+        let key = Array("format".utf8)
+        let format = try environment.read { txn in try txn.get(meta, key) }
+        switch format.map({ String(decoding: $0, as: UTF8.self) }) {
+        case EventLog.layout?:
+            return
+        case "1"?:
             try environment.write { txn in
-                if try txn.get(meta, Array("format".utf8)) == nil {
-                    try txn.put(meta, Array("format".utf8), Array("1".utf8))
+                guard try txn.get(meta, key) == Array("1".utf8) else { return }  // another process did it
+                try reindexSamples(in: txn)
+                try txn.put(meta, key, Array(EventLog.layout.utf8))
+            }
+        case nil:
+            try environment.write { txn in
+                if try txn.get(meta, key) == nil {
+                    try txn.put(meta, key, Array(EventLog.layout.utf8))
                     try txn.put(meta, Array("zone".utf8), Array("UTC".utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
                 }
             }
+        case let other?:
+            throw LedgerError.unsupportedFormat(found: other)
         }
     }
 

@@ -10,6 +10,8 @@ final class FoldHarness {
     let context: FoldContext
     private(set) var seq: UInt64 = 0
     private(set) var changes: [RowChange] = []
+    /// Each event's seq by id, as the log's `ids` gives it: corrections name their target's.
+    private var seqs: [UUID: UInt64] = [:]
 
     init(defaultZone: String = "UTC") {
         context = FoldContext(defaultZone: Zone(defaultZone)!)
@@ -20,7 +22,10 @@ final class FoldHarness {
         let fold = ActivityFold(store: store, context: context)
         for (_, event) in try EventInput.decode(Array(lines.joined(separator: "\n").utf8)) {
             seq += 1
-            try fold.apply(LoggedEvent(seq: seq, recorded: Timestamp(seconds: 1_767_225_600 + Int64(seq)), event: event))
+            seqs[event.id] = seq
+            var target: UInt64?
+            if case .correction(let correction) = event.payload { target = seqs[correction.target] }
+            try fold.apply(LoggedEvent(seq: seq, recorded: Timestamp(seconds: 1_767_225_600 + Int64(seq)), event: event, target: target))
         }
         changes += try fold.flush()
     }

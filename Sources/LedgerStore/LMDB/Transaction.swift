@@ -39,9 +39,10 @@ public struct Transaction {
     /// Calls `body` with the value stored under `key` while it is still in the map, or returns
     /// nil when there is none. Calls `mdb_get`.
     public func withValue<R>(_ db: Database, _ key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        var keyCopy = key
-        return try keyCopy.withUnsafeMutableBytes { keyBytes in
-            var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+        // LMDB only reads keys and values it is given (MDB_val's pointer is not const in C):
+        // pass the arrays' own storage rather than a mutable copy of each.
+        try key.withUnsafeBytes { keyBytes in
+            var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
             var v = MDB_val()
             let code = mdb_get(handle, db.dbi, &k, &v)
             if code == MDB_NOTFOUND { return nil }
@@ -53,12 +54,10 @@ public struct Transaction {
     /// Stores `value` under `key`. With `append`, the key must sort after every existing key
     /// (`MDB_APPEND`, which is faster for the log's increasing `seq`). Calls `mdb_put`.
     public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
-        var keyCopy = key
-        var valueCopy = value
-        try keyCopy.withUnsafeMutableBytes { keyBytes in
-            try valueCopy.withUnsafeMutableBytes { valueBytes in
-                var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
-                var v = MDB_val(mv_size: valueBytes.count, mv_data: valueBytes.baseAddress)
+        try key.withUnsafeBytes { keyBytes in
+            try value.withUnsafeBytes { valueBytes in
+                var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
+                var v = MDB_val(mv_size: valueBytes.count, mv_data: UnsafeMutableRawPointer(mutating: valueBytes.baseAddress))
                 try check(mdb_put(handle, db.dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put")
             }
         }
@@ -67,9 +66,8 @@ public struct Transaction {
     /// Removes `key`; returns false when it was absent. Calls `mdb_del`.
     @discardableResult
     public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
-        var keyCopy = key
-        return try keyCopy.withUnsafeMutableBytes { keyBytes in
-            var k = MDB_val(mv_size: keyBytes.count, mv_data: keyBytes.baseAddress)
+        try key.withUnsafeBytes { keyBytes in
+            var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
             let code = mdb_del(handle, db.dbi, &k, nil)
             if code == MDB_NOTFOUND { return false }
             try check(code, "mdb_del")
