@@ -61,9 +61,11 @@ extension Commands {
         usage: "ledger replay --to WHEN|--to-seq N [--db PATH] [--projection NAME] [--user U] [--type T] [--from DATE] [--to-date DATE] [--date DATE] [--fallback] [--format FORMAT]",
         discussion: """
         Folds the events recorded at or before WHEN (an RFC 3339 timestamp, or YYYY-MM-DD for the \
-        end of that day in the ledger's zone), or with seq ≤ N, into a scratch copy and prints the \
+        end of that day in the ledger's zone), or with seq ≤ N, in memory and prints the \
         projection exactly as 'ledger project' printed it then. Prints 'as of seq N, recorded T, \
-        hash H' on stderr. Live projections are not touched and subscribers are not notified.
+        hash H' on stderr. Live projections are not touched, nothing is written and subscribers \
+        are not notified. With --user, only that user's events are folded (their rows depend on \
+        nothing else), which is much faster on a ledger of many users.
         """,
         options: [helpOption, dbOption, rowFormatOption,
                   OptionSpec(name: "to", value: "WHEN", help: "Replay events recorded at or before WHEN."),
