@@ -1,40 +1,6 @@
 import Foundation
 import LedgerCore
 
-/// Appends fixed-width big-endian fields and length-prefixed strings to a byte array: the
-/// compact encoding of projection state. Big-endian keeps keys in numeric order.
-struct ByteWriter {
-    var bytes: [UInt8] = []
-
-    mutating func u8(_ value: UInt8) { bytes.append(value) }
-
-    mutating func u32(_ value: UInt32) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    mutating func u64(_ value: UInt64) {
-        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
-    }
-
-    mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
-
-    mutating func f64(_ value: Double) { u64(value.bitPattern) }
-
-    mutating func string(_ value: String) {
-        var value = value
-        value.withUTF8 { utf8 in  // no intermediate array
-            u32(UInt32(utf8.count))
-            bytes.append(contentsOf: utf8)
-        }
-    }
-
-    mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
-
-    mutating func uuid(_ value: UUID) {
-        withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
-    }
-}
-
 /// Reads what `ByteWriter` wrote. Reading past the end is a corrupt state, which traps: state
 /// is only ever written by this code in the same transaction as its log position.
 struct ByteReader {

@@ -82,14 +82,12 @@ public struct ProjectionQuery {
         let last = to?.daysSinceEpoch
         let prefix = StateKey.userType(userID, type)
         try store.scanInPlace(.daily, prefix: prefix) { key, value in
-            guard key.count == 9, value.count == 16 else { return true }
-            let day = Int(Int32(bitPattern: UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 5, as: UInt32.self)) ^ 0x8000_0000))
+            let day = StateKey.parseDay(key).day
             if let first, day < first { return true }
             if let last, day > last { return false }
-            totals.append(DailyTotal(date: CivilDate(daysSinceEpoch: day),
-                                     value: Double(bitPattern: UInt64(bigEndian: value.loadUnaligned(as: UInt64.self))),
-                                     samples: Int(UInt32(bigEndian: value.loadUnaligned(fromByteOffset: 8, as: UInt32.self))),
-                                     sources: Int(UInt32(bigEndian: value.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))))
+            let daily = DailyValue(decoding: value)
+            totals.append(DailyTotal(date: CivilDate(daysSinceEpoch: day), value: daily.value,
+                                     samples: daily.samples, sources: daily.sources))
             return true
         }
         return totals

@@ -29,11 +29,13 @@ public enum StateKey {
 
     /// Splits a day key back into its parts.
     public static func parseDay(_ key: [UInt8]) -> (user: UInt32, type: QuantityType, day: Int) {
-        var reader = ByteReader(key)
-        let user = reader.u32()
-        let type = QuantityType(code: reader.u8())!
-        let day = Int(Int32(bitPattern: reader.u32() ^ 0x8000_0000))
-        return (user, type, day)
+        key.withUnsafeBytes { parseDay($0) }
+    }
+
+    /// `parseDay` of a key read in place.
+    public static func parseDay(_ key: UnsafeRawBufferPointer) -> (user: UInt32, type: QuantityType, day: Int) {
+        (UInt32(bigEndian: key.loadUnaligned(as: UInt32.self)), QuantityType(code: key[4])!,
+         Int(Int32(bitPattern: UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 5, as: UInt32.self)) ^ 0x8000_0000)))
     }
 
     /// A sample's seq (8 bytes, big-endian): the key of its state.
@@ -228,10 +230,14 @@ struct DailyValue: Equatable {
     }
 
     init(decoding bytes: [UInt8]) {
-        var reader = ByteReader(bytes)
-        value = reader.f64()
-        samples = Int(reader.u32())
-        sources = Int(reader.u32())
+        self = bytes.withUnsafeBytes { DailyValue(decoding: $0) }
+    }
+
+    /// Decodes a value read in place.
+    init(decoding bytes: UnsafeRawBufferPointer) {
+        value = Double(bitPattern: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
+        samples = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
+        sources = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
     }
 }
 

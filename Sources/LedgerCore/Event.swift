@@ -28,6 +28,13 @@ public struct Event: Sendable, Equatable {
     public var user: String { payload.user }
 
     public enum Payload: Sendable, Equatable {
+        /// The user an event concerns, or for a correction the sample it targets (whose user
+        /// is that sample's).
+        public var subject: EventSubject {
+            if case .correction(let correction) = self { return .target(correction.target) }
+            return .user(user)
+        }
+
         case sample(Sample)
         case correction(Correction)
         case grant(AccessChange)
@@ -54,6 +61,12 @@ public struct Event: Sendable, Equatable {
             }
         }
     }
+}
+
+/// Whom an event concerns: a user, or (a correction) the sample it targets.
+public enum EventSubject: Sendable, Equatable {
+    case user(String)
+    case target(UUID)
 }
 
 /// Where a sample came from; `name` is what priorities and per-source sums key on.

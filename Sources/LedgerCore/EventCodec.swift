@@ -15,14 +15,14 @@ public enum EventCodec {
     // MARK: - Encoding
 
     public static func encode(id: UUID, payload: Event.Payload) -> [UInt8] {
-        var out = Writer()
+        var out = ByteWriter()
         out.bytes.reserveCapacity(128)
-        out.raw(id.bytes)
+        out.uuid(id)
         switch payload {
         case .sample(let s):
             out.u8(1)
             out.u8(s.type.code)
-            out.u64(s.value.bitPattern)
+            out.f64(s.value)
             out.i64(s.start.microseconds)
             out.i64(s.end.microseconds)
             let present: [Bool] = [s.zone != nil, s.syncId != nil, s.syncVersion != nil,
@@ -39,11 +39,11 @@ public enum EventCodec {
             if let version = s.source.version { out.string(version) }
         case .correction(let c):
             out.u8(2)
-            out.raw(c.target.bytes)
+            out.uuid(c.target)
             out.u8(c.action == .retract ? 0 : 1)
             out.mask([c.value != nil, c.unit != nil, c.start != nil, c.end != nil])
             out.string(c.reason)
-            if let value = c.value { out.u64(value.bitPattern) }
+            if let value = c.value { out.f64(value) }
             if let unit = c.unit { out.string(unit) }
             if let start = c.start { out.i64(start.microseconds) }
             if let end = c.end { out.i64(end.microseconds) }
@@ -134,32 +134,25 @@ public enum EventCodec {
         return (id, payload)
     }
 
-    private struct Writer {
-        var bytes: [UInt8] = []
-
-        mutating func u8(_ value: UInt8) { bytes.append(value) }
-        mutating func u32(_ value: UInt32) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
-        mutating func u64(_ value: UInt64) { withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) } }
-        mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
-        mutating func raw(_ value: [UInt8]) { bytes.append(contentsOf: value) }
-
-        mutating func string(_ value: String) {
-            var value = value
-            value.withUTF8 { utf8 in
-                u32(UInt32(utf8.count))
-                bytes.append(contentsOf: utf8)
+    /// Whom an encoded event concerns (`Event.Payload.subject`), read from its first fields
+    /// without decoding the rest: for scoping a replay to some users. Nil when malformed.
+    public static func subject(of bytes: UnsafeRawBufferPointer) -> EventSubject? {
+        var reader = Reader(bytes: bytes)
+        do throws(Malformed) {
+            _ = try reader.take(16)  // id
+            switch try reader.u8() {
+            case 1:  // type, value, start, end, presence mask, then the user
+                _ = try reader.take(1 + 8 + 8 + 8 + 1)
+                return .user(try reader.string())
+            case 2:
+                return .target(try reader.uuid())
+            case 3, 4, 5:
+                return .user(try reader.string())
+            default:
+                return nil
             }
-        }
-
-        mutating func mask(_ present: [Bool]) {
-            var mask: UInt8 = 0
-            for (bit, isPresent) in present.enumerated() where isPresent { mask |= 1 << bit }
-            u8(mask)
-        }
-
-        mutating func types(_ types: [QuantityType]) {
-            u8(UInt8(types.count))
-            types.forEach { u8($0.code) }
+        } catch {
+            return nil
         }
     }
 
@@ -211,6 +204,20 @@ public enum EventCodec {
             for _ in 0..<(try u8()) { types.append(try type()) }
             return types
         }
+    }
+}
+
+private extension ByteWriter {
+    /// One byte whose bit n says whether the n-th optional field follows.
+    mutating func mask(_ present: [Bool]) {
+        var mask: UInt8 = 0
+        for (bit, isPresent) in present.enumerated() where isPresent { mask |= 1 << bit }
+        u8(mask)
+    }
+
+    mutating func types(_ types: [QuantityType]) {
+        u8(UInt8(types.count))
+        types.forEach { u8($0.code) }
     }
 }
 

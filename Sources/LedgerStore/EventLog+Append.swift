@@ -176,9 +176,8 @@ extension EventLog {
             previousHash = record.hash
         }
 
-        try produce { location, prepared in
-            let event = prepared
-            let body = prepared.body
+        try produce { location, event in
+            let body = event.body
             let idKey = event.id.bytes
             if let existing = try txn.get(ids, idKey) {
                 let existingSeq = UInt64(bigEndianBytes: existing)
@@ -187,7 +186,7 @@ extension EventLog {
                     same = held.body == body
                 } else {
                     same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
-                        guard let json = EventRecord.jsonBody(of: stored) else { return false }
+                        guard let json = EventRecord.sections(of: stored)?.json else { return false }
                         return body.withUnsafeBytes { $0.elementsEqual(json) }
                     } ?? false
                 }
@@ -206,26 +205,11 @@ extension EventLog {
             var target: UInt64?
             switch event.payload {
             case .sample(let sample):
-                if let syncId = sample.syncId, let version = sample.syncVersion {
-                    let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
-                    if let stored = try txn.get(sync, key), stored.count == 16 {
-                        let storedVersion = Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8])))
-                        if version <= storedVersion {
-                            result.superseded += 1
-                            result.outcomes.append(.superseded)
-                            return
-                        }
-                        let old = Array(stored[8..<16])
-                        if var state = try txn.get(samples, old).flatMap(SampleState.init) {
-                            state.status = .superseded
-                            try txn.put(samples, old, state.encoded)
-                        }
-                    }
-                    try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
+                guard try index(sample, at: position, in: txn) else {
+                    result.superseded += 1
+                    result.outcomes.append(.superseded)
+                    return
                 }
-                let state = SampleState(status: .active, type: sample.type, start: sample.start,
-                                        end: sample.end, unit: sample.unit)
-                try txn.put(samples, position, state.encoded, append: true)
             case .correction(let correction):
                 target = try apply(correction, at: location, in: txn)
             case .grant, .revoke, .profile:
@@ -235,7 +219,7 @@ extension EventLog {
             seq += 1
             try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
-            held = (seq, body, prepared.typed)
+            held = (seq, body, event.typed)
             try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target))
             counts[event.payload.kind, default: 0] += 1
             result.appended += 1
@@ -252,6 +236,28 @@ extension EventLog {
         }
         result.head = seq
         return result
+    }
+
+    /// Records an admitted sample at `position` (its seq) in the `samples` and `sync` indexes,
+    /// marking the version it replaces as superseded. False, with nothing written, when the log
+    /// already holds an equal or higher `syncVersion` of it.
+    private func index(_ sample: Sample, at position: [UInt8], in txn: Transaction) throws -> Bool {
+        if let syncId = sample.syncId, let version = sample.syncVersion {
+            let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
+            if let stored = try txn.get(sync, key), stored.count == 16 {
+                guard version > Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8]))) else { return false }
+                let old = Array(stored[8..<16])
+                if var state = try txn.get(samples, old).flatMap(SampleState.init) {
+                    state.status = .superseded
+                    try txn.put(samples, old, state.encoded)
+                }
+            }
+            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
+        }
+        let state = SampleState(status: .active, type: sample.type, start: sample.start,
+                                end: sample.end, unit: sample.unit)
+        try txn.put(samples, position, state.encoded, append: true)
+        return true
     }
 
     /// Checks a correction against its target and records its effect on the target's state.
@@ -280,50 +286,18 @@ extension EventLog {
     }
 
     /// Rebuilds the `samples` and `sync` indexes from the log: what appending every event again
-    /// would leave in them. Every event in the log was checked when it was appended, so this
-    /// only replays the effects.
+    /// leaves in them.
     func reindexSamples(in txn: Transaction) throws {
         try txn.clear(samples)
         try txn.clear(sync)
-        var chunk: [LoggedEvent] = []
-        var last: UInt64 = 0
-        repeat {
-            chunk.removeAll(keepingCapacity: true)
-            try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
-                chunk.append(try RawRecord(seq: UInt64(bigEndianBytes: key), value).loggedEvent())
-                return chunk.count < 8192
+        // Every event was admitted by these same checks when it was appended, in this order, so
+        // replaying them cannot refuse one.
+        try forEachLoggedEvent(in: txn) { event, _ in
+            switch event.payload {
+            case .sample(let sample): _ = try index(sample, at: event.seq.bigEndianBytes, in: txn)
+            case .correction(let correction): _ = try apply(correction, at: nil, in: txn)
+            case .grant, .revoke, .profile: break
             }
-            for event in chunk {
-                last = event.seq
-                let position = event.seq.bigEndianBytes
-                switch event.payload {
-                case .sample(let sample):
-                    if let syncId = sample.syncId, let version = sample.syncVersion {
-                        let key = syncKey(user: sample.user, source: sample.source.name, syncId: syncId)
-                        if let stored = try txn.get(sync, key), stored.count == 16,
-                           var state = try txn.get(samples, Array(stored[8..<16])).flatMap(SampleState.init) {
-                            state.status = .superseded
-                            try txn.put(samples, Array(stored[8..<16]), state.encoded)
-                        }
-                        try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
-                    }
-                    let state = SampleState(status: .active, type: sample.type, start: sample.start,
-                                            end: sample.end, unit: sample.unit)
-                    try txn.put(samples, position, state.encoded, append: true)
-                case .correction(let correction):
-                    guard let target = try txn.get(ids, correction.target.bytes),
-                          var state = try txn.get(samples, target).flatMap(SampleState.init) else { continue }
-                    _ = SampleState.effect(of: correction, on: &state)
-                    try txn.put(samples, target, state.encoded)
-                case .grant, .revoke, .profile:
-                    break
-                }
-            }
-        } while chunk.count == 8192
-    }
-
-    /// SHA-256 of user ␀ source ␀ syncId: names may be 1 KiB each, LMDB keys at most 511 bytes.
-    func syncKey(user: String, source: String, syncId: String) -> [UInt8] {
-        Digest.sha256(Array(user.utf8) + [0] + Array(source.utf8) + [0] + Array(syncId.utf8))
+        }
     }
 }

@@ -29,19 +29,13 @@ struct LMDBStateStore: StateStore {
 
     func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
               _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
-        let db = databases[table]!
         if reverse {
-            try txn.scanReverse(db, prefix: prefix) { key, value in try body(Array(key), Array(value)) }
+            try txn.scanReverse(databases[table]!, prefix: prefix) { key, value in try body(Array(key), Array(value)) }
         } else {
-            try txn.scan(db, from: prefix.isEmpty ? nil : prefix) { key, value in
-                guard key.starts(with: prefix) else { return false }
-                return try body(Array(key), Array(value))
-            }
+            try scanInPlace(table, prefix: prefix) { key, value in try body(Array(key), Array(value)) }
         }
     }
-}
 
-extension LMDBStateStore {
     func scanInPlace(_ table: StateTable, prefix: [UInt8],
                      _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
         let db = databases[table]!
@@ -78,6 +72,26 @@ extension EventLog {
         guard let date = CivilDate(parsing: when) else { return nil }
         let window = DayCalendar().window(of: date.daysSinceEpoch, in: try defaultZone())
         return Timestamp(microseconds: window.end - 1)
+    }
+
+    /// Hands every event of the log to `body` inside `txn`, decoded for folding, with whether it
+    /// ended its batch. Records are read in chunks, so `body` may write to the transaction: no
+    /// cursor over `events` is open while it runs.
+    func forEachLoggedEvent(in txn: Transaction, _ body: (LoggedEvent, _ endsBatch: Bool) throws -> Void) throws {
+        var chunk: [(event: LoggedEvent, endsBatch: Bool)] = []
+        var last: UInt64 = 0
+        repeat {
+            chunk.removeAll(keepingCapacity: true)
+            try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
+                let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
+                chunk.append((try raw.loggedEvent(), raw.endsBatch))  // loggedEvent throws on a malformed record
+                return chunk.count < 8192
+            }
+            for (event, endsBatch) in chunk {
+                try body(event, endsBatch)
+                last = event.seq
+            }
+        } while chunk.count == 8192
     }
 
     /// `event`, with a correction's target seq looked up in `ids` (folds key samples by seq).
@@ -127,22 +141,12 @@ extension EventLog {
         try txn.clear(changesDatabase)
         let fold = ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
         var last: UInt64 = 0
-        var chunk: [(event: LoggedEvent, endsBatch: Bool)] = []
-        // Decode in chunks: changes are written between them, not under the open cursor.
-        repeat {
-            chunk.removeAll(keepingCapacity: true)
-            try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
-                let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
-                chunk.append((try withTarget(raw.loggedEvent(), in: txn), raw.isWellFormed && raw.endsBatch))
-                return chunk.count < 8192
-            }
-            for (event, endsBatch) in chunk {
-                try fold.apply(event)
-                // The same flushes as when the batches were appended give the same changes.
-                if endsBatch { try storeChanges(try fold.flush(), in: txn) }
-                last = event.seq
-            }
-        } while chunk.count == 8192
+        try forEachLoggedEvent(in: txn) { event, endsBatch in
+            try fold.apply(try withTarget(event, in: txn))
+            // The same flushes as when the batches were appended give the same changes.
+            if endsBatch { try storeChanges(try fold.flush(), in: txn) }
+            last = event.seq
+        }
         try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(last, in: txn)
         return last
@@ -217,7 +221,6 @@ extension EventLog {
     public func withReplay<R>(to target: ReplayTarget, users: Set<String>? = nil,
                               _ body: (ReplayPoint, ProjectionQuery) throws -> R) throws -> R {
         let context = try environment.read { txn in try foldContext(in: txn) }
-        let wanted = users.map { Set($0.map { Array($0.utf8) }) }
         // The replayed state lives only in memory: nothing is written anywhere.
         let store = MemoryStateStore()
         let fold = ActivityFold(store: store, context: context)
@@ -232,29 +235,25 @@ extension EventLog {
                 case .recorded(let limit) where raw.recorded > limit: return false
                 default: break
                 }
-                if let wanted {
-                    var logged: LoggedEvent?
-                    let relevant: Bool
-                    switch raw.subject {
-                    case .user(let name): relevant = wanted.contains(Array(name))
-                    case .target(let id): relevant = ownSamples.contains(id)
-                    case nil:  // a format 1 record: decode it to see whom it concerns
-                        let event = try raw.loggedEvent()
-                        logged = event
-                        if case .correction(let correction) = event.payload {
-                            relevant = ownSamples.contains(correction.target)
-                        } else {
-                            relevant = wanted.contains(Array(event.payload.user.utf8))
+                let event: LoggedEvent?
+                if let users {
+                    func concerns(_ subject: EventSubject) -> Bool {
+                        switch subject {
+                        case .user(let name): users.contains(name)
+                        case .target(let id): ownSamples.contains(id)
                         }
                     }
-                    if relevant {
-                        let event = try withTarget(logged ?? raw.loggedEvent(), in: logTxn)
-                        if case .sample = event.payload { ownSamples.insert(event.id) }
-                        try fold.apply(event)
+                    if let subject = raw.subject {
+                        event = concerns(subject) ? try raw.loggedEvent() : nil
+                    } else {  // a format 1 record has no typed part to peek at
+                        let decoded = try raw.loggedEvent()
+                        event = concerns(decoded.payload.subject) ? decoded : nil
                     }
+                    if let event, case .sample = event.payload { ownSamples.insert(event.id) }
                 } else {
-                    try fold.apply(try withTarget(raw.loggedEvent(), in: logTxn))
+                    event = try raw.loggedEvent()
                 }
+                if let event { try fold.apply(try withTarget(event, in: logTxn)) }
                 if raw.endsBatch { _ = try fold.flush() }
                 point = ReplayPoint(seq: raw.seq, recorded: raw.recorded, hash: [])
                 return true

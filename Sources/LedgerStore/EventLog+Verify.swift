@@ -19,7 +19,7 @@ extension EventLog {
             guard record.seq == expected else {
                 throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next stored seq is \(record.seq))")
             }
-            let hash = EventRecord.chainHash(previous: previousHash, seq: record.seq, hashedBytes: record.hashedBytes)
+            let hash = record.chainHash(previous: previousHash)
             guard hash == record.hash else {
                 throw LedgerError.corrupt(seq: record.seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
             }

@@ -54,54 +54,56 @@ public struct EventRecord: Sendable, Equatable {
     /// Builds the record for `event` (canonical JSON `body`) at `seq`, chaining it to `previousHash`.
     public init(seq: UInt64, recorded: Timestamp, endsBatch: Bool, body: [UInt8], typed: [UInt8], previousHash: [UInt8]) {
         self.init(seq: seq, recorded: recorded, endsBatch: endsBatch, hash: [], body: body, typed: typed)
-        self.hash = EventRecord.chainHash(previous: previousHash, seq: seq, hashedBytes: hashedBytes)
-    }
-
-    /// The bytes covered by the hash after the previous hash and `seq`.
-    var hashedBytes: [UInt8] {
-        var out: [UInt8] = [flags]
-        out.reserveCapacity(1 + 8 + 4 + body.count + typed.count)
-        out += UInt64(bitPattern: recorded.microseconds).bigEndianBytes
-        if format >= 2 {
-            out += UInt32(body.count).bigEndianBytes
-            out += body
-            out += typed
-        } else {
-            out += body
-        }
-        return out
+        self.hash = chainHash(previous: previousHash)
     }
 
     var flags: UInt8 { endsBatch ? 1 : 0 }
 
-    public static func chainHash(previous: [UInt8], seq: UInt64, hashedBytes: [UInt8]) -> [UInt8] {
-        Digest.sha256(previous, seq.bigEndianBytes, hashedBytes)
+    /// The record's bytes after the hash, in order, unjoined: `recorded`, then (format 2) the
+    /// JSON's length, the JSON and the typed event, or (format 1) the JSON.
+    private var tail: [[UInt8]] {
+        let recordedBytes = UInt64(bitPattern: recorded.microseconds).bigEndianBytes
+        return format >= 2 ? [recordedBytes, UInt32(body.count).bigEndianBytes, body, typed] : [recordedBytes, body]
+    }
+
+    /// SHA-256 of `previous` ‖ `seq` ‖ every byte of the record but the format and the hash.
+    public func chainHash(previous: [UInt8]) -> [UInt8] {
+        Digest.sha256(parts: [previous, seq.bigEndianBytes, [flags]] + tail)
     }
 
     public var encoded: [UInt8] {
         var out: [UInt8] = [format, flags]
         out.reserveCapacity(EventRecord.headerSize + 4 + body.count + typed.count)
         out += hash
-        out += UInt64(bitPattern: recorded.microseconds).bigEndianBytes
-        if format >= 2 { out += UInt32(body.count).bigEndianBytes }
-        out += body
-        if format >= 2 { out += typed }
+        for part in tail { out += part }
         return out
     }
 
-    /// The canonical JSON inside a stored record, or nil when the bytes are not a record.
-    static func jsonBody(of bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+    /// The JSON and (format 2) the typed event inside a stored record; nil when the bytes are
+    /// not a record of a format this ledger reads.
+    static func sections(of bytes: UnsafeRawBufferPointer) -> (json: UnsafeRawBufferPointer, typed: UnsafeRawBufferPointer?)? {
         guard bytes.count > headerSize else { return nil }
         switch bytes[0] {
         case 1:
-            return UnsafeRawBufferPointer(rebasing: bytes[headerSize...])
+            return (UnsafeRawBufferPointer(rebasing: bytes[headerSize...]), nil)
         case 2:
             guard bytes.count >= headerSize + 4 else { return nil }
-            let length = Int(UInt32(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[headerSize..<(headerSize + 4)])))
-            guard bytes.count >= headerSize + 4 + length else { return nil }
-            return UnsafeRawBufferPointer(rebasing: bytes[(headerSize + 4)..<(headerSize + 4 + length)])
+            let length = Int(UInt32(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[headerSize...])))
+            let typedStart = headerSize + 4 + length
+            guard bytes.count >= typedStart else { return nil }
+            return (UnsafeRawBufferPointer(rebasing: bytes[(headerSize + 4)..<typedStart]),
+                    UnsafeRawBufferPointer(rebasing: bytes[typedStart...]))
         default:
             return nil
+        }
+    }
+
+    /// Decodes a typed event, naming `seq` when it is not one.
+    static func decodeTyped(_ typed: UnsafeRawBufferPointer, seq: UInt64) throws -> (id: UUID, payload: Event.Payload) {
+        switch Result(catching: { () throws(EventCodec.Malformed) in try EventCodec.decode(typed) }) {
+        case .success(let event): return event
+        case .failure(let error):
+            throw LedgerError.corrupt(seq: seq, reason: "stored typed event is not valid: \(error.description)")
         }
     }
 
@@ -117,13 +119,12 @@ public struct EventRecord: Sendable, Equatable {
         guard bytes[1] & ~1 == 0 else {
             throw LedgerError.corrupt(seq: seq, reason: "record flags \(bytes[1]) are not ones this ledger knows")
         }
-        guard let json = EventRecord.jsonBody(of: bytes) else {
+        guard let (json, typed) = EventRecord.sections(of: bytes) else {
             throw LedgerError.corrupt(seq: seq, reason: "record's JSON length runs past its end")
         }
         let recorded = Int64(bitPattern: UInt64(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[34..<42])))
-        let typedStart = format >= 2 ? EventRecord.headerSize + 4 + json.count : bytes.count
         self.init(seq: seq, recorded: Timestamp(microseconds: recorded), endsBatch: bytes[1] & 1 == 1,
-                  hash: Array(bytes[2..<34]), body: Array(json), typed: Array(bytes[typedStart...]), format: format)
+                  hash: Array(bytes[2..<34]), body: Array(json), typed: typed.map(Array.init) ?? [], format: format)
     }
 
     /// The id and typed content, for folds: from the typed part without parsing JSON, or (format
@@ -133,12 +134,7 @@ public struct EventRecord: Sendable, Equatable {
             let event = try event()
             return (event.id, event.payload)
         }
-        let decoded = typed.withUnsafeBytes { bytes in Result { () throws(EventCodec.Malformed) in try EventCodec.decode(bytes) } }
-        switch decoded {
-        case .success(let event): return event
-        case .failure(let error):
-            throw LedgerError.corrupt(seq: seq, reason: "stored typed event is not valid: \(error.description)")
-        }
+        return try typed.withUnsafeBytes { try EventRecord.decodeTyped($0, seq: seq) }
     }
 
     /// The event as a fold takes it.
@@ -181,7 +177,7 @@ struct RawRecord {
     let seq: UInt64
     let bytes: UnsafeRawBufferPointer
 
-    /// Nil when `bytes` is too short to be a record; `loggedEvent` names the problem.
+    /// `bytes` need not be a record: `loggedEvent` names the problem.
     init(seq: UInt64, _ bytes: UnsafeRawBufferPointer) {
         self.seq = seq
         self.bytes = bytes
@@ -194,52 +190,17 @@ struct RawRecord {
     }
 
     /// The typed part of a format 2 record.
-    var typed: UnsafeRawBufferPointer? {
-        guard bytes[0] == 2, let json = EventRecord.jsonBody(of: bytes) else { return nil }
-        let start = EventRecord.headerSize + 4 + json.count
-        return UnsafeRawBufferPointer(rebasing: bytes[start...])
-    }
+    var typed: UnsafeRawBufferPointer? { EventRecord.sections(of: bytes)?.typed }
 
     func loggedEvent() throws -> LoggedEvent {
         guard isWellFormed, let typed else {
             return try EventRecord(seq: seq, decoding: bytes).loggedEvent()
         }
-        switch Result(catching: { () throws(EventCodec.Malformed) in try EventCodec.decode(typed) }) {
-        case .success(let (id, payload)):
-            return LoggedEvent(seq: seq, recorded: recorded, id: id, payload: payload)
-        case .failure(let error):
-            throw LedgerError.corrupt(seq: seq, reason: "stored typed event is not valid: \(error.description)")
-        }
+        let (id, payload) = try EventRecord.decodeTyped(typed, seq: seq)
+        return LoggedEvent(seq: seq, recorded: recorded, id: id, payload: payload)
     }
 
-    /// What a fold scoped to some users needs to know before decoding: the user a sample,
-    /// grant, revoke or profile concerns (as UTF-8), or the target of a correction. Nil for
-    /// a format 1 record, which must be decoded.
-    enum Subject {
-        case user(UnsafeRawBufferPointer)
-        case target(UUID)
-    }
-
-    var subject: Subject? {
-        guard isWellFormed, let typed, typed.count >= 17 else { return nil }
-        func string(at offset: Int) -> UnsafeRawBufferPointer? {
-            guard typed.count >= offset + 4 else { return nil }
-            let length = Int(UInt32(bigEndianBytes: UnsafeRawBufferPointer(rebasing: typed[offset..<(offset + 4)])))
-            guard typed.count >= offset + 4 + length else { return nil }
-            return UnsafeRawBufferPointer(rebasing: typed[(offset + 4)..<(offset + 4 + length)])
-        }
-        switch typed[16] {
-        case 1:  // id, kind, type, value, start, end, presence mask, then the user
-            return string(at: 16 + 1 + 1 + 8 + 8 + 8 + 1).map(Subject.user)
-        case 2:
-            guard typed.count >= 33 else { return nil }
-            let t = typed
-            return .target(UUID(uuid: (t[17], t[18], t[19], t[20], t[21], t[22], t[23], t[24],
-                                       t[25], t[26], t[27], t[28], t[29], t[30], t[31], t[32])))
-        case 3, 4, 5:
-            return string(at: 17).map(Subject.user)
-        default:
-            return nil
-        }
-    }
+    /// Whom the event concerns, read without decoding it; nil for a format 1 record (decode it
+    /// and ask its payload).
+    var subject: EventSubject? { typed.flatMap(EventCodec.subject(of:)) }
 }

@@ -167,34 +167,19 @@ public struct Transaction {
 
 // MARK: - Key encoding
 
-extension UInt64 {
-    /// Big-endian bytes, so LMDB's byte order is numeric order.
+extension FixedWidthInteger where Self: UnsignedInteger {
+    /// Big-endian bytes, so LMDB's byte order is numeric order (keys, lengths).
     public var bigEndianBytes: [UInt8] {
         withUnsafeBytes(of: self.bigEndian) { Array($0) }
     }
 
+    /// Reads the first `MemoryLayout<Self>.size` bytes as a big-endian value.
     public init(bigEndianBytes bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count >= 8)
-        var value: UInt64 = 0
-        for index in 0..<8 { value = value << 8 | UInt64(bytes[index]) }
-        self = value
+        precondition(bytes.count >= MemoryLayout<Self>.size)
+        self.init(bigEndian: bytes.loadUnaligned(as: Self.self))
     }
 
     public init(bigEndianBytes bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { UInt64(bigEndianBytes: $0) }
-    }
-}
-
-extension UInt32 {
-    /// Big-endian bytes, as lengths are stored.
-    public var bigEndianBytes: [UInt8] {
-        withUnsafeBytes(of: self.bigEndian) { Array($0) }
-    }
-
-    public init(bigEndianBytes bytes: UnsafeRawBufferPointer) {
-        precondition(bytes.count >= 4)
-        var value: UInt32 = 0
-        for index in 0..<4 { value = value << 8 | UInt32(bytes[index]) }
-        self = value
+        self = bytes.withUnsafeBytes { Self(bigEndianBytes: $0) }
     }
 }
