@@ -51,8 +51,8 @@ extension Commands {
         } catch let error as ImportError {
             throw CLIError.runtime(error.description)
         }
-        let converter = AppleHealthConverter(user: user, zone: zone)
         let log = try context.openLog(arguments, create: true)
+        let converter = AppleHealthConverter(user: user, zone: zone, idScheme: try log.importIDScheme())
         var summary = ImportSummary()
         let progress = ProgressBar(sink: context.stderr)
         // The XML is read and turned into events on a second thread while this one appends the

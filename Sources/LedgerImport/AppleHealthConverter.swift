@@ -16,14 +16,22 @@ import LedgerCore
 /// they stay distinct here too, while a record repeated to the letter is one sample. The device
 /// string loses the object address HealthKit prints (`<<HKDevice: 0x…>, `), which changes
 /// between exports.
+///
+/// Two id schemes exist, and a ledger keeps the one it started with (`EventLog.importIDScheme`),
+/// so re-importing into an older ledger stays idempotent: scheme 1 is the hash of the identity
+/// alone; scheme 2 (ledgers created from 2026-11-30) puts the sample's start time in front
+/// (`UUID.derived(milliseconds:from:)`), so ids sort by time.
 public struct AppleHealthConverter: Sendable {
     public var user: String
     /// The zone for records without `HKTimeZone` metadata (`--zone`), if any.
     public var zone: String?
+    /// How ids are derived: 1 (hash only) or 2 (time-ordered).
+    public var idScheme: Int
 
-    public init(user: String = "default", zone: String? = nil) {
+    public init(user: String = "default", zone: String? = nil, idScheme: Int = 2) {
         self.user = user
         self.zone = zone
+        self.idScheme = idScheme
     }
 
     static let keptTypes: Set<String> = [
@@ -67,7 +75,13 @@ public struct AppleHealthConverter: Sendable {
             identity.append(0)
             identity.append(contentsOf: part.utf8)
         }
-        object["id"] = .string(UUID.derived(from: identity).lowercased)
+        let id: UUID
+        if idScheme >= 2, let startInstant = try? Timestamp.parseRFC3339(start) {
+            id = UUID.derived(milliseconds: startInstant.0.microseconds.floorDivided(by: 1000).quotient, from: identity)
+        } else {
+            id = UUID.derived(from: identity)
+        }
+        object["id"] = .string(id.lowercased)
         do {
             return try EventDecoder.decode(.object(object))
         } catch {

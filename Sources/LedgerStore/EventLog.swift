@@ -11,7 +11,7 @@ import Synchronization
 /// - `samples`: sample seq → `SampleState`, so corrections can be checked against their target
 ///   (found through `ids`).
 /// - `sync`: user ␀ source ␀ syncId → sync version and sample seq, for `syncVersion` supersede.
-/// - `meta`: settings (`format`, `zone`, `created`) and per-kind counters.
+/// - `meta`: settings (`format`, `zone`, `created`, `importIds`) and per-kind counters.
 ///
 /// Everything but `events` is derived from it and is updated in the same write transaction.
 public final class EventLog: Sendable {
@@ -94,6 +94,7 @@ public final class EventLog: Sendable {
                     try txn.put(meta, key, Array(EventLog.layout.utf8))
                     try txn.put(meta, Array("zone".utf8), Array("UTC".utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
+                    try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
                 }
             }
         case let other?:
@@ -111,6 +112,27 @@ public final class EventLog: Sendable {
                 throw LedgerError.alreadyInitialized(path: path, zone: current)
             }
             try txn.put(meta, Array("zone".utf8), Array(zone.name.utf8))
+        }
+    }
+
+    static let importIDsKey = Array("importIds".utf8)
+    static let importIDSchemeForNewLedgers = 2
+
+    /// How `ledger import` derives sample ids in this ledger (`AppleHealthConverter`): 2 (ids
+    /// that sort by time) for ledgers created from 2026-11-30 or still empty, 1 for older
+    /// ledgers that may hold imports made with scheme 1, so importing the same export into them
+    /// again still adds nothing. An empty ledger without the setting is given scheme 2.
+    public func importIDScheme() throws -> Int {
+        if let stored = try environment.read({ txn in try txn.get(meta, EventLog.importIDsKey) }) {
+            return Int(String(decoding: stored, as: UTF8.self)) ?? 1
+        }
+        return try environment.write { txn in
+            if let stored = try txn.get(meta, EventLog.importIDsKey) {
+                return Int(String(decoding: stored, as: UTF8.self)) ?? 1
+            }
+            guard try txn.last(events) == nil else { return 1 }
+            try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
+            return EventLog.importIDSchemeForNewLedgers
         }
     }
 

@@ -210,6 +210,53 @@ struct ImportTests {
         }
     }
 
+    @Test("ids sort by start time in a new ledger; a ledger that had events before keeps hash-only ids")
+    func idSchemes() throws {
+        // Records out of time order in the file, crossing 1970 (the 48-bit prefix is biased).
+        var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"]
+        for (index, year) in [2021, 1965, 2003, 1970, 1969, 2030].enumerated() {
+            lines.append(#" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="\#(year)-03-01 10:00:00 +0000" endDate="\#(year)-03-01 10:10:00 +0000" value="\#(100 + index)"/>"#)
+        }
+        lines.append("</HealthData>")
+        func importedIDs(_ db: String) throws -> [(id: UUID, start: Int64)] {
+            try EventLog(path: db, create: false).records().map { try $0.event() }.compactMap { event in
+                guard case .sample(let sample) = event.payload else { return nil }
+                return (event.id, sample.start.microseconds)
+            }
+        }
+        var timeOrdered: Set<UUID> = []
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(ledger(["import", "apple-health", path], db: db).status == 0)
+            timeOrdered = Set(try importedIDs(db).map(\.id))
+            #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
+            let ids = try importedIDs(db)
+            #expect(ids.count == 6)
+            let byID = ids.sorted { $0.id.precedes($1.id) }.map(\.start)
+            #expect(byID == ids.map(\.start).sorted(), "ids sort as their start times")
+            #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
+        }
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            // A ledger from before the setting existed: events, and no `importIds` in meta.
+            let event = #"{"kind":"sample","type":"steps","value":1,"unit":"count","start":"2020-01-01T00:00:00Z","end":"2020-01-01T00:01:00Z","source":"x"}"#
+            #expect(ledger(["append"], stdin: event, db: db).status == 0)
+            let environment = try Environment(path: db)
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            try environment.write { txn in _ = try txn.delete(meta, Array("importIds".utf8)) }
+            #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
+            #expect(ledger(["import", "apple-health", path], db: db).status == 0)
+            let appended = try Timestamp.parseRFC3339("2020-01-01T00:00:00Z").0.microseconds
+            let identity = try importedIDs(db).filter { $0.start != appended }
+            #expect(identity.count == 6)
+            #expect(Set(identity.map(\.id)).isDisjoint(with: timeOrdered), "scheme 1 derives other ids")
+            #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
+            #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
+        }
+    }
+
     @Test("hostile input: missing file, unknown format, a value that is not a number")
     func hostile() throws {
         try withTemporaryLedger { db in
