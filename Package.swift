@@ -59,7 +59,7 @@ let package = Package(
                     path: "Tests/LedgerBusTests"),
         .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerStoreTests"),
-        .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
+        .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerImport", "LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerCLITests"),
     ],
     swiftLanguageModes: [.v6]

@@ -64,9 +64,9 @@ extension Commands {
                 var chunk = ImportChunk()
                 while let record = try reader.next() {
                     chunk.read += 1
-                    if let event = try converter.event(for: record) {
+                    if let prepared = try converter.prepared(for: record) {
                         chunk.kept[record.type, default: 0] += 1
-                        chunk.events.append((.line(record.line), PreparedEvent(event)))
+                        chunk.events.append((.line(record.line), prepared))
                         if chunk.events.count >= batchSize {
                             chunk.progress = reader.progress
                             try emit(chunk)

@@ -237,4 +237,13 @@ public struct PreparedEvent: Sendable {
         body = event.document.canonicalBytes
         typed = EventCodec.encode(id: event.id, payload: event.payload)
     }
+
+    /// For producers that validate and write the canonical JSON themselves (the importer's
+    /// fast path, which its tests hold byte-identical to `init(_:)`).
+    public init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8]) {
+        self.id = id
+        self.payload = payload
+        body = canonicalBody
+        typed = EventCodec.encode(id: id, payload: payload)
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Synchronization
 
 /// Turns export records into `sample` events (SPEC §3.1).
 ///
@@ -34,14 +35,123 @@ public struct AppleHealthConverter: Sendable {
         self.idScheme = idScheme
     }
 
-    static let keptTypes: Set<String> = [
-        "HKQuantityTypeIdentifierStepCount", "HKQuantityTypeIdentifierDistanceWalkingRunning",
-        "HKQuantityTypeIdentifierFlightsClimbed", "HKQuantityTypeIdentifierActiveEnergyBurned",
+    static let keptTypes: [String: QuantityType] = [
+        "HKQuantityTypeIdentifierStepCount": .steps, "HKQuantityTypeIdentifierDistanceWalkingRunning": .distance,
+        "HKQuantityTypeIdentifierFlightsClimbed": .flights, "HKQuantityTypeIdentifierActiveEnergyBurned": .activeEnergy,
     ]
+
+    /// Zone names already checked.
+    private let zones = ZoneCache()
+
+    /// The prepared event for `record`, or nil when its type is not one the ledger keeps.
+    ///
+    /// The same result as `PreparedEvent(event(for:))` (the tests hold them byte for byte on
+    /// every real export), built without the JSON object and `EventDecoder` in between: the
+    /// sample is checked field by field and its canonical JSON written directly, keys in their
+    /// sorted order. A record this path cannot vouch for (a negative or odd value, a bad date,
+    /// a name with control characters, a unit that does not fit) goes through `event(for:)`,
+    /// so errors read exactly the same.
+    public func prepared(for record: HealthRecord) throws -> PreparedEvent? {
+        guard let type = AppleHealthConverter.keptTypes[record.type] else { return nil }
+        if let prepared = directlyPrepared(record, type: type) { return prepared }
+        return try event(for: record).map(PreparedEvent.init)
+    }
+
+    private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
+        func plainName(_ text: String) -> Bool {
+            !text.isEmpty && text.utf8.count <= EventDecoder.maxNameBytes
+                && !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        }
+        guard let valueText = record.value, let value = Double(valueText), value.isFinite, value >= 0,
+              let startText = record.startDate.flatMap(AppleHealthConverter.rfc3339),
+              let endText = record.endDate.flatMap(AppleHealthConverter.rfc3339),
+              let start = try? Timestamp.parseRFC3339(startText).0,
+              let end = try? Timestamp.parseRFC3339(endText).0, end >= start,
+              let sourceName = record.sourceName, plainName(sourceName), plainName(user)
+        else { return nil }
+        let unit: String
+        if let given = record.unit, !given.isEmpty {
+            guard given.utf8.count <= 32, type.factor(from: given) != nil else { return nil }
+            unit = given
+        } else if type == .steps || type == .flights {
+            unit = "count"
+        } else {
+            return nil
+        }
+        let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
+        let device = record.device.map(AppleHealthConverter.cleanDevice).flatMap { $0.isEmpty ? nil : $0 }
+        if let version, !plainName(version) { return nil }
+        if let device, !plainName(device) { return nil }
+        var zoneName: String?
+        if let named = record.metadata["HKTimeZone"], zones.isValid(named) {
+            zoneName = named
+        } else if let zone {
+            guard zones.isValid(zone) else { return nil }
+            zoneName = zone
+        }
+        var syncId: String?
+        var syncVersion: Int64?
+        if let given = record.metadata["HKMetadataKeySyncIdentifier"], !given.isEmpty {
+            let version = Int64(record.metadata["HKMetadataKeySyncVersion"] ?? "") ?? 0
+            guard plainName(given), version >= 0 else { return nil }
+            syncId = given
+            syncVersion = version
+        }
+        let id = derivedID(record, start: startText, end: endText, valueText: valueText, sourceName: sourceName)
+        let sample = Sample(user: user, type: type, value: value, unit: unit, start: start, end: end, zone: zoneName,
+                            source: SampleSource(name: sourceName, device: device, version: version),
+                            syncId: syncId, syncVersion: syncVersion)
+
+        // The canonical document, keys in UTF-8 order (as `JSONValue.write` sorts them).
+        var out: [UInt8] = []
+        out.reserveCapacity(384)
+        func key(_ name: StaticString, first: Bool = false) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            name.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        }
+        out.append(UInt8(ascii: "{"))
+        key("end", first: true); JSONValue.writeString(endText, to: &out)
+        key("id"); JSONValue.writeString(id.lowercased, to: &out)
+        key("kind"); JSONValue.writeString("sample", to: &out)
+        key("source"); out.append(UInt8(ascii: "{"))
+        if let device { key("device", first: true); JSONValue.writeString(device, to: &out) }
+        key("name", first: device == nil); JSONValue.writeString(sourceName, to: &out)
+        if let version { key("version"); JSONValue.writeString(version, to: &out) }
+        out.append(UInt8(ascii: "}"))
+        key("start"); JSONValue.writeString(startText, to: &out)
+        if let syncId, let syncVersion {
+            key("syncId"); JSONValue.writeString(syncId, to: &out)
+            key("syncVersion"); out.append(contentsOf: String(syncVersion).utf8)
+        }
+        key("type"); JSONValue.writeString(type.rawValue, to: &out)
+        key("unit"); JSONValue.writeString(unit, to: &out)
+        key("user"); JSONValue.writeString(user, to: &out)
+        key("value"); JSONValue.writeNumber(value, to: &out)
+        if let zoneName { key("zone"); JSONValue.writeString(zoneName, to: &out) }
+        out.append(UInt8(ascii: "}"))
+        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)
+    }
+
+    /// The record's id (the type's documentation says what goes into it).
+    private func derivedID(_ record: HealthRecord, start: String, end: String, valueText: String, sourceName: String) -> UUID {
+        var identity: [UInt8] = Array("ledger.import.apple-health.v1".utf8)
+        for part in [user, record.type, instant(start), instant(end), valueText, record.unit ?? "", sourceName,
+                     record.sourceVersion ?? "", record.device.map(AppleHealthConverter.cleanDevice) ?? "",
+                     record.creationDate.flatMap(AppleHealthConverter.rfc3339).map(instant) ?? ""] {
+            identity.append(0)
+            identity.append(contentsOf: part.utf8)
+        }
+        if idScheme >= 2, let startInstant = try? Timestamp.parseRFC3339(start) {
+            return UUID.derived(milliseconds: startInstant.0.microseconds.floorDivided(by: 1000).quotient, from: identity)
+        }
+        return UUID.derived(from: identity)
+    }
 
     /// The event for `record`, or nil when its type is not one the ledger keeps.
     public func event(for record: HealthRecord) throws -> Event? {
-        guard AppleHealthConverter.keptTypes.contains(record.type) else { return nil }
+        guard AppleHealthConverter.keptTypes[record.type] != nil else { return nil }
         func invalid(_ message: String) -> ImportError { .invalidRecord(line: record.line, message: message) }
         guard let valueText = record.value, let value = Double(valueText), value.isFinite else {
             throw invalid("'value' is not a number: '\(record.value ?? "")'")
@@ -68,19 +178,7 @@ public struct AppleHealthConverter: Sendable {
             object["syncId"] = .string(syncId)
             object["syncVersion"] = .int(Int64(record.metadata["HKMetadataKeySyncVersion"] ?? "") ?? 0)
         }
-        var identity: [UInt8] = Array("ledger.import.apple-health.v1".utf8)
-        for part in [user, record.type, instant(start), instant(end), valueText, record.unit ?? "", sourceName,
-                     record.sourceVersion ?? "", record.device.map(AppleHealthConverter.cleanDevice) ?? "",
-                     record.creationDate.flatMap(AppleHealthConverter.rfc3339).map(instant) ?? ""] {
-            identity.append(0)
-            identity.append(contentsOf: part.utf8)
-        }
-        let id: UUID
-        if idScheme >= 2, let startInstant = try? Timestamp.parseRFC3339(start) {
-            id = UUID.derived(milliseconds: startInstant.0.microseconds.floorDivided(by: 1000).quotient, from: identity)
-        } else {
-            id = UUID.derived(from: identity)
-        }
+        let id = derivedID(record, start: start, end: end, valueText: valueText, sourceName: sourceName)
         object["id"] = .string(id.lowercased)
         do {
             return try EventDecoder.decode(.object(object))
@@ -114,9 +212,30 @@ public struct AppleHealthConverter: Sendable {
 
     /// `<<HKDevice: 0x174294140>, name:iPhone, …, software:10.0>` → `name:iPhone, …, software:10.0`.
     static func cleanDevice(_ text: String) -> String {
-        guard text.hasPrefix("<<HKDevice:"), let close = text.range(of: ">, ") else { return text }
-        var rest = String(text[close.upperBound...])
-        if rest.hasSuffix(">") { rest.removeLast() }
-        return rest
+        guard text.hasPrefix("<<HKDevice:") else { return text }
+        // Find ">, " in the bytes (Foundation's range(of:) costs more than the rest of a record).
+        let bytes = Array(text.utf8)
+        var index = 0
+        while index + 2 < bytes.count,
+              !(bytes[index] == UInt8(ascii: ">") && bytes[index + 1] == UInt8(ascii: ",") && bytes[index + 2] == UInt8(ascii: " ")) {
+            index += 1
+        }
+        guard index + 2 < bytes.count else { return text }
+        var rest = bytes[(index + 3)...]
+        if rest.last == UInt8(ascii: ">") { rest = rest.dropLast() }
+        return String(decoding: rest, as: UTF8.self)
+    }
+}
+
+/// Which zone names `Zone(_:)` accepts, remembered (an export names a handful of zones, and
+/// `Zone(_:)` builds a `TimeZone`, too slow to do per record).
+final class ZoneCache: Sendable {
+    private let known = Mutex<[String: Bool]>([:])
+
+    func isValid(_ name: String) -> Bool {
+        if let answer = known.withLock({ $0[name] }) { return answer }
+        let answer = Zone(name) != nil
+        known.withLock { if $0.count < 4096 { $0[name] = answer } }
+        return answer
     }
 }

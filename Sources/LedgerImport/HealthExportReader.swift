@@ -17,6 +17,22 @@ public struct HealthRecord: Sendable, Equatable {
     public var metadata: [String: String] = [:]
     /// The line of the `<Record` tag, for errors.
     public var line: Int
+
+    public init(type: String, unit: String? = nil, value: String? = nil, sourceName: String? = nil,
+                sourceVersion: String? = nil, device: String? = nil, startDate: String? = nil,
+                endDate: String? = nil, creationDate: String? = nil, metadata: [String: String] = [:], line: Int) {
+        self.type = type
+        self.unit = unit
+        self.value = value
+        self.sourceName = sourceName
+        self.sourceVersion = sourceVersion
+        self.device = device
+        self.startDate = startDate
+        self.endDate = endDate
+        self.creationDate = creationDate
+        self.metadata = metadata
+        self.line = line
+    }
 }
 
 /// Streams the top-level `<Record>` elements of an `export.xml` with libxml2's reader

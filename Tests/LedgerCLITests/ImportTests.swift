@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCLI
 import LedgerCore
+import LedgerImport
 import LedgerStore
 import LedgerTestSupport
 import Projections
@@ -254,6 +255,87 @@ struct ImportTests {
             #expect(Set(identity.map(\.id)).isDisjoint(with: timeOrdered), "scheme 1 derives other ids")
             #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
+        }
+    }
+
+    @Test("the direct path prepares every record byte for byte as the JSON path does", arguments: SharedData.files)
+    func directPathMatches(file: String) throws {
+        guard SharedData.available else { return }
+        let kept = try independentCounts(SharedData.path(file)).values.reduce(0, +)
+        for (scheme, zone) in [(2, nil), (1, "Europe/Paris")] as [(Int, String?)] {
+            do {
+                let converter = AppleHealthConverter(user: "ann", zone: zone, idScheme: scheme)
+                let reader = try HealthExportReader(path: SharedData.path(file))
+                var compared = 0
+                while let record = try reader.next() {
+                    let direct = try converter.prepared(for: record)
+                    let reference = try converter.event(for: record).map(PreparedEvent.init)
+                    #expect(direct?.id == reference?.id, "line \(record.line)")
+                    #expect(direct?.body == reference?.body, "line \(record.line): \(String(decoding: direct?.body ?? [], as: UTF8.self))")
+                    #expect(direct?.typed == reference?.typed, "line \(record.line)")
+                    if reference != nil { compared += 1 }
+                }
+                #expect(compared == kept)
+            }
+        }
+    }
+
+    @Test("the direct path and the JSON path agree on odd records, and fail with the same message")
+    func directPathOddRecords() throws {
+        func record(_ change: (inout HealthRecord) -> Void) -> HealthRecord {
+            var record = HealthRecord(type: "HKQuantityTypeIdentifierStepCount", unit: "count", value: "12",
+                                      sourceName: "Ann's iPhone", sourceVersion: "17.1",
+                                      device: "<<HKDevice: 0x2837>, name:iPhone, model:iPhone>",
+                                      startDate: "2024-03-01 10:00:00 +0100", endDate: "2024-03-01 10:05:00 +0100",
+                                      creationDate: "2024-03-01 10:06:00 +0100", line: 7)
+            change(&record)
+            return record
+        }
+        let cases: [HealthRecord] = [
+            record { _ in },
+            record { $0.unit = nil },                                         // steps default to count
+            record { $0.type = "HKQuantityTypeIdentifierDistanceWalkingRunning"; $0.unit = "km"; $0.value = "0.25" },
+            record { $0.type = "HKQuantityTypeIdentifierDistanceWalkingRunning"; $0.unit = nil },  // unit required
+            record { $0.type = "HKQuantityTypeIdentifierActiveEnergyBurned"; $0.unit = "kJ"; $0.value = "1e-3" },
+            record { $0.unit = "km" },                                        // does not fit steps
+            record { $0.value = "-3" },
+            record { $0.value = "1e400" },
+            record { $0.value = "-0" },
+            record { $0.value = "twelve" },
+            record { $0.endDate = "2024-03-01 09:00:00 +0100" },             // ends before it starts
+            record { $0.startDate = "2024-02-30 10:00:00 +0100" },           // no such day
+            record { $0.startDate = "20141018163235+0100"; $0.endDate = "20141018163735+0100" },  // iOS 8
+            record { $0.sourceName = "tab\there" },
+            record { $0.sourceName = "" },
+            record { $0.sourceName = String(repeating: "x", count: 1025) },
+            record { $0.sourceVersion = "" ; $0.device = nil },
+            record { $0.device = "<<HKDevice: 0x1>>" },
+            record { $0.device = "plain device \"quoted\" \\ name" },
+            record { $0.metadata = ["HKTimeZone": "Asia/Kolkata"] },
+            record { $0.metadata = ["HKTimeZone": "Mars/Olympus"] },          // unknown: falls back
+            record { $0.metadata = ["HKMetadataKeySyncIdentifier": "abc", "HKMetadataKeySyncVersion": "3"] },
+            record { $0.metadata = ["HKMetadataKeySyncIdentifier": "abc", "HKMetadataKeySyncVersion": "-1"] },
+            record { $0.metadata = ["HKMetadataKeySyncIdentifier": "abc"] },
+            record { $0.metadata = ["HKMetadataKeySyncIdentifier": "a\u{7}b", "HKMetadataKeySyncVersion": "1"] },
+            record { $0.type = "HKQuantityTypeIdentifierHeartRate" },
+        ]
+        for user in ["ann", "émile ünïcode"] {
+            for zone in [nil, "+05:30", "America/New_York"] as [String?] {
+                let converter = AppleHealthConverter(user: user, zone: zone)
+                for (index, record) in cases.enumerated() {
+                    let direct = Result { try converter.prepared(for: record) }
+                    let reference = Result { try converter.event(for: record).map(PreparedEvent.init) }
+                    switch (direct, reference) {
+                    case (.success(let a), .success(let b)):
+                        #expect(a?.id == b?.id && a?.body == b?.body && a?.typed == b?.typed,
+                                "case \(index): \(String(decoding: a?.body ?? [], as: UTF8.self)) vs \(String(decoding: b?.body ?? [], as: UTF8.self))")
+                    case (.failure(let a), .failure(let b)):
+                        #expect("\(a)" == "\(b)", "case \(index)")
+                    default:
+                        Issue.record("case \(index): \(direct) vs \(reference)")
+                    }
+                }
+            }
         }
     }
 
