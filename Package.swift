@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layering, bottom to top:
-//   C modules (CLMDB, CSodium, CJansson) — one Swift module imports each.
+//   C modules (CLMDB, CCrypto, CJansson) — one Swift module imports each.
 //   LedgerCore   — events, validation, JSON, time; no storage.
 //   Projections  — pure folds over events (Projections/); no I/O.
 //   LedgerStore  — the LMDB environment and the append-only event log.
@@ -20,8 +20,8 @@ let package = Package(
     targets: [
         .systemLibrary(name: "CLMDB", path: "Sources/CLMDB", pkgConfig: "lmdb",
                        providers: [.apt(["liblmdb-dev"])]),
-        .systemLibrary(name: "CSodium", path: "Sources/CSodium", pkgConfig: "libsodium",
-                       providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+                       providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
                        providers: [.apt(["libjansson-dev"])]),
         .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
@@ -30,7 +30,7 @@ let package = Package(
                        providers: [.apt(["libzip-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
                        providers: [.apt(["libmicrohttpd-dev"])]),
-        .target(name: "LedgerCore", dependencies: ["CSodium", "CJansson"],
+        .target(name: "LedgerCore", dependencies: ["CCrypto", "CJansson"],
                 path: "Sources/LedgerCore"),
         .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
         .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCore", "Projections"],

@@ -184,6 +184,22 @@ struct DigestTests {
         #expect(Array(a.bytes[9..<16]) == Array(digest[9..<16]))
     }
 
+    @Test("time-ordered name-based UUIDs: biased milliseconds first, then the digest's bits")
+    func timeOrderedUUID() {
+        let name = Array("a".utf8)
+        let epoch = UUID.derived(milliseconds: 0, from: name)
+        #expect(Array(epoch.bytes[0..<6]) == [0x80, 0, 0, 0, 0, 0])
+        #expect(epoch.bytes[6] >> 4 == 8 && epoch.bytes[8] >> 6 == 0b10)
+        let digest = Digest.sha256(name)
+        #expect(Array(epoch.bytes[9..<16]) == Array(digest[9..<16]))
+        #expect(Array(UUID.derived(milliseconds: 1, from: name).bytes[0..<6]) == [0x80, 0, 0, 0, 0, 1])
+        #expect(Array(UUID.derived(milliseconds: -1, from: name).bytes[0..<6]) == [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        // Ids sort as their instants, across 1970, whatever the name; out-of-range instants clamp.
+        let instants: [Int64] = [Int64.min, -300_000_000_000, -1, 0, 1, 1_700_000_000_000, Int64.max]
+        let ids = instants.enumerated().map { UUID.derived(milliseconds: $0.element, from: Array("n\($0.offset)".utf8)) }
+        #expect(zip(ids, ids.dropFirst()).allSatisfy { $0.precedes($1) })
+    }
+
     @Test("UUID bytes round trip and print in lower case")
     func uuidBytes() {
         let bytes: [UInt8] = [0x6B, 0xA7, 0xB8, 0x10, 0x9D, 0xAD, 0x11, 0xD1, 0x80, 0xB4, 0x00, 0xC0, 0x4F, 0xD4, 0x30, 0xC8]
