@@ -295,10 +295,16 @@ if wanted(6) {
     note("6. appends")
     let appendDB = work + "/appends.db"
     try? FileManager.default.removeItem(atPath: appendDB)
+    // Each writer reports one sample per minute, as a phone does: the index-th minute of a day.
+    @Sendable func minuteSample(user: String, index: Int) -> String {
+        let start = String(format: "2026-01-01T%02d:%02d:00Z", index / 60, index % 60)
+        let end = String(format: "2026-01-01T%02d:%02d:59Z", index / 60, index % 60)
+        return #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(40 + index % 70),"start":"\#(start)","end":"\#(end)","source":"bench"}"#
+    }
     var latencies: [Double] = []
     if let log = try? EventLog(path: appendDB, create: true) {
         for index in 0..<(options.quick ? 100 : 500) {
-            let line = #"{"kind":"sample","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
+            let line = minuteSample(user: "default", index: index)
             guard let events = try? EventInput.decode(Array(line.utf8)) else { continue }
             let started = DispatchTime.now().uptimeNanoseconds
             _ = try? log.append(events.map { (Optional($0.0), $0.1) })
@@ -324,7 +330,7 @@ if wanted(6) {
                 // Each client keeps its connection open (keep-alive), as HTTP client libraries do.
                 let connection = try? KeepAliveConnection(port: port)
                 for index in 0..<perClient {
-                    let line = #"{"kind":"sample","user":"c\#(client)","type":"steps","value":\#(index),"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"bench"}"#
+                    let line = minuteSample(user: "c\(client)", index: index)
                     let response = try? connection?.request("POST", path: "/v1/events", headers: ["Authorization": "Bearer \(token)"], body: Array(line.utf8))
                     if response?.status == 200 { accepted.add(1, ordering: .relaxed) }
                 }
