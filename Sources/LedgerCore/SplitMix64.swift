@@ -1,6 +1,6 @@
 /// SplitMix64 (Steele, Lea and Flood): a small, fast generator that gives the same sequence
 /// for the same seed on every platform. For generated data and property tests, where a
-/// printed seed must reproduce a run; never for anything secret (tokens use libsodium).
+/// printed seed must reproduce a run; never for anything secret (tokens use OpenSSL's RAND_bytes).
 public struct SplitMix64: RandomNumberGenerator, Sendable {
     public let seed: UInt64
     private var state: UInt64
