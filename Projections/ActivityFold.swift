@@ -6,9 +6,12 @@ public struct FoldContext: Sendable {
     /// The ledger's default zone (SPEC §4.1), used when neither the sample nor the user's
     /// profile names one.
     public var defaultZone: Zone
+    /// Days in zones; shared by the folds of one ledger so its cache outlives a batch.
+    public var calendar: DayCalendar
 
-    public init(defaultZone: Zone) {
+    public init(defaultZone: Zone, calendar: DayCalendar = DayCalendar()) {
         self.defaultZone = defaultZone
+        self.calendar = calendar
     }
 }
 
@@ -49,7 +52,7 @@ public final class ActivityFold {
 
     private let store: any StateStore
     private let context: FoldContext
-    private let calendar = DayCalendar()
+    private var calendar: DayCalendar { context.calendar }
 
     private struct DayKey: Hashable {
         var user: UInt32
@@ -297,8 +300,14 @@ public final class ActivityFold {
             if a.end != b.end { return a.end < b.end }
             return a.id.precedes(b.id)
         }
+        // Entries of one day nearly always share one zone: look its window up once.
+        var windowZone = ""
+        var window: (start: Int64, end: Int64) = (0, 0)
         var shares = ordered.enumerated().map { position, entry -> DayShare in
-            let window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
+            if entry.zone != windowZone || position == 0 {
+                window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
+                windowZone = entry.zone
+            }
             return DayShare(index: position, source: entry.source, rank: user.rank(of: entry.source, type: key.type),
                             start: entry.start, end: entry.end, value: entry.value,
                             clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))

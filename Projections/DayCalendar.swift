@@ -1,25 +1,33 @@
 import Foundation
 import LedgerCore
+import Synchronization
 
 /// Which calendar day an instant falls on in a zone, and where each day begins and ends
 /// (SPEC §4.1). Days are 23, 24 or 25 hours long across daylight-saving changes; a day whose
 /// local midnight does not exist begins at its first existing instant.
 ///
 /// Zone rules come from Foundation's `TimeZone` (the system tz database); results are cached,
-/// so a fold asks Foundation once per zone and day. Not thread-safe: one per fold.
-public final class DayCalendar {
-    private var zones: [String: Zone] = [:]
-    private var starts: [String: [Int: Int64]] = [:]
-    private var calendars: [String: Calendar] = [:]
+/// so Foundation is asked once per zone and day. A ledger keeps one calendar for all its folds
+/// (a server folds every POST separately), so the cache is shared and guarded by a lock.
+public final class DayCalendar: Sendable {
+    private struct Cache {
+        var zones: [String: Zone] = [:]
+        var starts: [String: [Int: Int64]] = [:]
+        var calendars: [String: Calendar] = [:]
+    }
+
+    private let cache = Mutex(Cache())
+    /// Cached day starts, at most (a day start is 8 bytes; this bounds a long-running server).
+    private static let maxStarts = 1 << 20
 
     public init() {}
 
     /// The validated zone for `name` (which was validated when its event was appended);
     /// UTC if it no longer resolves (a tz database that dropped a name).
     public func zone(named name: String) -> Zone {
-        if let zone = zones[name] { return zone }
+        if let zone = cache.withLock({ $0.zones[name] }) { return zone }
         let zone = Zone(name) ?? .utc
-        zones[name] = zone
+        cache.withLock { $0.zones[name] = zone }
         return zone
     }
 
@@ -36,14 +44,16 @@ public final class DayCalendar {
     }
 
     private func start(of day: Int, in zone: Zone) -> Int64 {
-        if let cached = starts[zone.name]?[day] { return cached }
+        if let fixed = zone.fixedOffset { return (Int64(day) * 86_400 - Int64(fixed)) * 1_000_000 }
+        let (known, cachedCalendar) = cache.withLock { ($0.starts[zone.name]?[day], $0.calendars[zone.name]) }
+        if let known { return known }
         let calendar: Calendar
-        if let cached = calendars[zone.name] {
-            calendar = cached
+        if let cachedCalendar {
+            calendar = cachedCalendar
         } else {
             var made = Calendar(identifier: .gregorian)
             made.timeZone = zone.timeZone
-            calendars[zone.name] = made
+            cache.withLock { $0.calendars[zone.name] = made }
             calendar = made
         }
         let civil = CivilDate(daysSinceEpoch: day)
@@ -56,7 +66,10 @@ public final class DayCalendar {
             let midnight = Int64(day) * 86_400
             value = (midnight - Int64(zone.offset(at: Timestamp(seconds: midnight)))) * 1_000_000
         }
-        starts[zone.name, default: [:]][day] = value
+        cache.withLock { cache in
+            if cache.starts.values.reduce(0, { $0 + $1.count }) >= DayCalendar.maxStarts { cache.starts.removeAll() }
+            cache.starts[zone.name, default: [:]][day] = value
+        }
         return value
     }
 

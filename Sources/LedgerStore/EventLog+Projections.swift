@@ -70,7 +70,7 @@ extension EventLog {
     public func replayInstant(_ when: String) throws -> Timestamp? {
         if let (instant, _) = try? Timestamp.parseRFC3339(when) { return instant }
         guard let date = CivilDate(parsing: when) else { return nil }
-        let window = DayCalendar().window(of: date.daysSinceEpoch, in: try defaultZone())
+        let window = calendar.window(of: date.daysSinceEpoch, in: try defaultZone())
         return Timestamp(microseconds: window.end - 1)
     }
 
@@ -122,7 +122,7 @@ extension EventLog {
 
     func foldContext(in txn: Transaction) throws -> FoldContext {
         let name = try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
-        return FoldContext(defaultZone: Zone(name) ?? .utc)
+        return FoldContext(defaultZone: calendar.zone(named: name), calendar: calendar)
     }
 
     func setProjectionPosition(_ seq: UInt64, in txn: Transaction) throws {

@@ -30,6 +30,8 @@ public final class EventLog: Sendable {
     let clientsDatabase: Database
     /// Whether `ensureProjectionsCurrent` has checked (and if needed rebuilt) the projections.
     let projectionsChecked = Mutex(false)
+    /// Days in zones for every fold of this ledger (its cache outlives one batch).
+    let calendar = DayCalendar()
     /// The clock stamping `recorded`; injected so tests can step it backwards.
     let clock: @Sendable () -> Timestamp
 

@@ -692,3 +692,48 @@ private func expectClose(_ actual: Double?, _ expected: Double,
     #expect(abs(actual - expected) <= 1e-9 * max(1, abs(expected)),
             "\(actual) is not \(expected)", sourceLocation: sourceLocation)
 }
+
+@Suite("DayCalendar")
+struct DayCalendarTests {
+    /// Foundation's answer: local midnight of `day` in `zone`.
+    func foundationStart(_ day: Int, _ zone: Zone) -> Int64 {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = zone.timeZone
+        let civil = CivilDate(daysSinceEpoch: day)
+        let date = calendar.date(from: DateComponents(year: civil.year, month: civil.month, day: civil.day))!
+        return Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+
+    @Test("zones without rules skip Foundation and give the same windows and days", arguments: ["UTC", "GMT", "Etc/UTC", "+05:30", "-09:45", "+00:00", "+14:00"])
+    func fixedOffsets(name: String) throws {
+        let zone = try #require(Zone(name))
+        let offset = try #require(zone.fixedOffset)
+        let calendar = DayCalendar()
+        for day in [-25_000, -1, 0, 1, 19_000, 20_000, 40_000] {
+            let window = calendar.window(of: day, in: zone)
+            #expect(window.start == foundationStart(day, zone), "\(name) day \(day)")
+            #expect(window.end == foundationStart(day + 1, zone), "\(name) day \(day)")
+            let instant = window.start + 3_600_000_000
+            #expect(zone.offset(at: Timestamp(microseconds: instant)) == zone.timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(instant) / 1e6)))
+            #expect(calendar.day(of: instant, in: zone) == day)
+            #expect(offset == zone.timeZone.secondsFromGMT())
+        }
+    }
+
+    @Test("zones with rules keep Foundation's answer, cached across calls, 23- and 25-hour days included")
+    func rules() throws {
+        let calendar = DayCalendar()
+        for name in ["Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"] {
+            let zone = try #require(Zone(name))
+            #expect(zone.fixedOffset == nil)
+            for day in 19_000..<19_400 {
+                let window = calendar.window(of: day, in: zone)
+                #expect(window.start == foundationStart(day, zone), "\(name) day \(day)")
+                #expect(calendar.window(of: day, in: zone) == window)
+            }
+        }
+        // The shared calendar returns the same zone for a name, and UTC for one that no longer resolves.
+        #expect(calendar.zone(named: "Europe/Paris").name == "Europe/Paris")
+        #expect(calendar.zone(named: "Nowhere/Atlantis").name == "UTC")
+    }
+}
