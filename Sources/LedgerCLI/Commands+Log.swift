@@ -74,8 +74,8 @@ extension Commands {
                 // this thread checks, hashes, writes and folds.
                 try Pipeline.run(produce: { emit in
                     var chunk: [(InputLocation, PreparedEvent)] = []
-                    try EventInput.forEach(bytes) { location, event in
-                        chunk.append((location, PreparedEvent(event)))
+                    try EventInput.forEachPrepared(bytes) { location, prepared in
+                        chunk.append((location, prepared))
                         if chunk.count == 256 {
                             try emit(chunk)
                             chunk.removeAll(keepingCapacity: true)

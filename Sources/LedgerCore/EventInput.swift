@@ -1,3 +1,4 @@
+import CJansson
 import Foundation
 
 /// Splits what `ledger append` or `POST /v1/events` received into located JSON values.
@@ -53,23 +54,76 @@ public enum EventInput {
         return values
     }
 
-    /// Hands each located JSON value of `bytes` to `body`, in order.
-    static func forEachValue(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
+    /// Parses and validates the events of `bytes` one at a time, like `forEach`, handing each
+    /// over ready to append (canonical JSON and typed form made). NDJSON samples of the usual
+    /// shape go straight from Jansson's tree to the prepared event
+    /// (`EventDecoder.directSample`); everything else, and everything that path cannot vouch
+    /// for, takes the general path, so errors and results are the same either way.
+    public static func forEachPrepared(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() },
+                                       _ body: (InputLocation, PreparedEvent) throws -> Void) throws {
+        guard case .lines = try shape(of: bytes) else {
+            try forEach(bytes, makeRandomID: makeRandomID) { location, event in try body(location, PreparedEvent(event)) }
+            return
+        }
+        try parseLineTrees(bytes) { location, node in
+            if let prepared = EventDecoder.directSample(node) {
+                try body(location, prepared)
+                return
+            }
+            let decoded = Result { () throws(FieldError) in
+                try EventDecoder.decode(JSONValue.convert(node), makeRandomID: makeRandomID)
+            }
+            switch decoded {
+            case .success(let event): try body(location, PreparedEvent(event))
+            case .failure(let error): throw InputError(error, at: location)
+            }
+        }
+    }
+
+    /// Parses, validates and prepares every event of `bytes`; throws the first problem found.
+    public static func prepare(_ bytes: [UInt8],
+                               makeRandomID: () -> UUID = { UUID() }) throws(InputError) -> [(InputLocation, PreparedEvent)] {
+        var prepared: [(InputLocation, PreparedEvent)] = []
+        do {
+            try forEachPrepared(bytes, makeRandomID: makeRandomID) { prepared.append(($0, $1)) }
+        } catch let error as InputError {
+            throw error
+        } catch {
+            preconditionFailure("collecting events throws nothing else: \(error)")
+        }
+        return prepared
+    }
+
+    /// How a document is laid out (SPEC §3.1).
+    enum Shape {
+        case array
+        /// A whole document that is one object (possibly pretty-printed), at this line.
+        case single(JSONValue, line: Int)
+        case lines
+    }
+
+    static func shape(of bytes: [UInt8]) throws(InputError) -> Shape {
         guard let first = bytes.firstIndex(where: { !isSpace($0) }) else {
             throw InputError(location: nil, message: "no events in input")
         }
-        if bytes[first] == UInt8(ascii: "[") {
-            for (location, value) in try parseArray(bytes) { try body(location, value) }
-            return
-        }
+        if bytes[first] == UInt8(ascii: "[") { return .array }
         if bytes[first] == UInt8(ascii: "{"), bytes.count <= maxLineBytes,
            let value = try? JSONValue.parse(bytes), case .object = value {
-            // A whole document that is one object: a single event, possibly pretty-printed.
-            let line = bytes[..<first].count(where: { $0 == 0x0A }) + 1
-            try body(.line(line), value)
-            return
+            return .single(value, line: bytes[..<first].count(where: { $0 == 0x0A }) + 1)
         }
-        try parseLines(bytes, body)
+        return .lines
+    }
+
+    /// Hands each located JSON value of `bytes` to `body`, in order.
+    static func forEachValue(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
+        switch try shape(of: bytes) {
+        case .array:
+            for (location, value) in try parseArray(bytes) { try body(location, value) }
+        case .single(let value, let line):
+            try body(.line(line), value)
+        case .lines:
+            try parseLineTrees(bytes) { location, node in try body(location, JSONValue.convert(node)) }
+        }
     }
 
     static func parseArray(_ bytes: [UInt8]) throws(InputError) -> [(InputLocation, JSONValue)] {
@@ -86,7 +140,8 @@ public enum EventInput {
         return items.enumerated().map { (InputLocation.index($0.offset), $0.element) }
     }
 
-    static func parseLines(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
+    /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).
+    static func parseLineTrees(_ bytes: [UInt8], _ body: (InputLocation, UnsafeMutablePointer<json_t>) throws -> Void) throws {
         var found = 0
         var lineNumber = 0
         var start = 0
@@ -107,14 +162,15 @@ public enum EventInput {
                 break
             }
             if !blank {
-                let parsed: Result<JSONValue, JSONValue.SyntaxError> = bytes.withUnsafeBytes { raw in
+                let parsed: Result<UnsafeMutablePointer<json_t>, JSONValue.SyntaxError> = bytes.withUnsafeBytes { raw in
                     let slice = UnsafeRawBufferPointer(rebasing: raw[start..<stop])
-                    return Result { () throws(JSONValue.SyntaxError) in try JSONValue.parse(slice) }
+                    return Result { () throws(JSONValue.SyntaxError) in try JSONValue.parseTree(slice) }
                 }
                 switch parsed {
-                case .success(let value):
+                case .success(let node):
                     found += 1
-                    try body(.line(lineNumber), value)
+                    defer { json_decref(node) }
+                    try body(.line(lineNumber), node)
                 case .failure(let error):
                     let truncated = next >= count && error.isPrematureEnd
                     let hint = truncated ? " (the last line looks truncated)" : ""

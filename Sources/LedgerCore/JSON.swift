@@ -33,6 +33,20 @@ public enum JSONValue: Sendable, Equatable {
     ///
     /// Calls `json_loadb`.
     public static func parse(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> JSONValue {
+        let root = try parseTree(bytes)
+        defer { json_decref(root) }
+        return convert(root)
+    }
+
+    /// Hands Jansson's tree of `bytes` to `body`, and frees it after.
+    static func withTree<R>(_ bytes: [UInt8], _ body: (UnsafeMutablePointer<json_t>) throws -> R) throws -> R {
+        let root = try bytes.withUnsafeBytes { raw throws(SyntaxError) in try parseTree(raw) }
+        defer { json_decref(root) }
+        return try body(root)
+    }
+
+    /// Jansson's tree of one document; the caller owns it (`json_decref`).
+    static func parseTree(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> UnsafeMutablePointer<json_t> {
         var error = json_error_t()
         let flags = Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: CChar.self),
@@ -47,8 +61,7 @@ public enum JSONValue: Sendable, Equatable {
             let premature = ledger_json_error_code(&error) == Int32(json_error_premature_end_of_input.rawValue)
             throw SyntaxError(message: text, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
-        defer { json_decref(root) }
-        return convert(root)
+        return root
     }
 
     /// Parses one JSON document held in `bytes`.
@@ -62,7 +75,7 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
-    private static func convert(_ node: UnsafeMutablePointer<json_t>) -> JSONValue {
+    static func convert(_ node: UnsafeMutablePointer<json_t>) -> JSONValue {
         switch ledger_json_type(node) {
         case JSON_OBJECT:
             var result: [String: JSONValue] = [:]

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A time zone as the ledger accepts it: an IANA name (`Europe/Paris`, `UTC`) or a fixed
 /// offset `±HH:MM`. Only the validated spelling is stored; the `TimeZone` is derived.
@@ -39,6 +40,18 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         else { return nil }
         self.init(name: text, timeZone: zone)
     }
+
+    /// Whether `Zone(text)` succeeds, remembered per name: building a `TimeZone` costs more
+    /// than the rest of checking a sample, and inputs name a handful of zones. At most 4,096
+    /// names are remembered (hostile input may name many).
+    public static func isValid(_ text: String) -> Bool {
+        if let known = validity.withLock({ $0[text] }) { return known }
+        let answer = Zone(text) != nil
+        validity.withLock { if $0.count < 4096 { $0[text] = answer } }
+        return answer
+    }
+
+    private static let validity = Mutex<[String: Bool]>([:])
 
     static func looksLikeIANAName(_ text: String) -> Bool {
         if text == "UTC" || text == "GMT" { return true }

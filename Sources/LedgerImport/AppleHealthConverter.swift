@@ -1,6 +1,5 @@
 import Foundation
 import LedgerCore
-import Synchronization
 
 /// Turns export records into `sample` events (SPEC §3.1).
 ///
@@ -39,9 +38,6 @@ public struct AppleHealthConverter: Sendable {
         "HKQuantityTypeIdentifierStepCount": .steps, "HKQuantityTypeIdentifierDistanceWalkingRunning": .distance,
         "HKQuantityTypeIdentifierFlightsClimbed": .flights, "HKQuantityTypeIdentifierActiveEnergyBurned": .activeEnergy,
     ]
-
-    /// Zone names already checked.
-    private let zones = ZoneCache()
 
     /// The prepared event for `record`, or nil when its type is not one the ledger keeps.
     ///
@@ -83,10 +79,10 @@ public struct AppleHealthConverter: Sendable {
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
         var zoneName: String?
-        if let named = record.metadata["HKTimeZone"], zones.isValid(named) {
+        if let named = record.metadata["HKTimeZone"], Zone.isValid(named) {
             zoneName = named
         } else if let zone {
-            guard zones.isValid(zone) else { return nil }
+            guard Zone.isValid(zone) else { return nil }
             zoneName = zone
         }
         var syncId: String?
@@ -227,15 +223,3 @@ public struct AppleHealthConverter: Sendable {
     }
 }
 
-/// Which zone names `Zone(_:)` accepts, remembered (an export names a handful of zones, and
-/// `Zone(_:)` builds a `TimeZone`, too slow to do per record).
-final class ZoneCache: Sendable {
-    private let known = Mutex<[String: Bool]>([:])
-
-    func isValid(_ name: String) -> Bool {
-        if let answer = known.withLock({ $0[name] }) { return answer }
-        let answer = Zone(name) != nil
-        known.withLock { if $0.count < 4096 { $0[name] = answer } }
-        return answer
-    }
-}

@@ -243,9 +243,9 @@ public final class HTTPServer: @unchecked Sendable {
     struct ResponseFailure: Error { var response: Response }
 
     private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
-        let batch: [(InputLocation, Event)]
+        let batch: [(InputLocation, PreparedEvent)]
         do {
-            batch = try EventInput.decode(request.body)
+            batch = try EventInput.prepare(request.body)
         } catch {
             metrics.values.withLock { $0.rejects += 1 }
             return queue(.error(400, error.description, extra: location(error.location)), on: connection)
@@ -265,7 +265,7 @@ public final class HTTPServer: @unchecked Sendable {
         MHD_suspend_connection(connection)
         let metrics = self.metrics
         let suspended = SuspendedConnection(pointer: connection)
-        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), PreparedEvent($0.1)) }, expectHead: expectHead) { result in
+        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
             let response: Response
             switch result {
             case .success(let appended):
