@@ -13,7 +13,6 @@ extension EventDecoder {
         var kind: String?, idText: String?, user: String?, typeText: String?, unit: String?
         var start: String?, end: String?, zone: String?, syncId: String?
         var sourceName: String?, bundle: String?, device: String?, version: String?
-        var sourceIsObject = false
         var value: (typed: Double, integer: Int64?)?
         var syncVersion: Int64?
 
@@ -50,7 +49,6 @@ extension EventDecoder {
                 case JSON_STRING:
                     sourceName = string(field)
                 case JSON_OBJECT:
-                    sourceIsObject = true
                     var inner = json_object_iter(field)
                     while let member = inner {
                         let memberValue = json_object_iter_value(member)!
@@ -111,44 +109,7 @@ extension EventDecoder {
         } else {
             id = derivedID(for: sample)
         }
-
-        // The canonical document: keys in UTF-8 order, as `JSONValue.write` sorts them.
-        var out: [UInt8] = []
-        out.reserveCapacity(320)
-        func key(_ name: StaticString, first: Bool = false) {
-            if !first { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { out.append(contentsOf: $0) }
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        }
-        out.append(UInt8(ascii: "{"))
-        key("end", first: true); JSONValue.writeString(end, to: &out)
-        key("id"); JSONValue.writeString(id.lowercased, to: &out)
-        key("kind"); JSONValue.writeString("sample", to: &out)
-        key("source"); out.append(UInt8(ascii: "{"))
-        var firstMember = true
-        for (name, text) in [("bundle", bundle), ("device", device), ("name", sourceName as String?), ("version", version)] {
-            guard let text, sourceIsObject || name == "name" else { continue }
-            if !firstMember { out.append(UInt8(ascii: ",")) }
-            firstMember = false
-            JSONValue.writeString(name, to: &out)
-            out.append(UInt8(ascii: ":"))
-            JSONValue.writeString(text, to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
-        key("start"); JSONValue.writeString(start, to: &out)
-        if let syncId, let syncVersion {
-            key("syncId"); JSONValue.writeString(syncId, to: &out)
-            key("syncVersion"); out.append(contentsOf: String(syncVersion).utf8)
-        }
-        key("type"); JSONValue.writeString(type.rawValue, to: &out)
-        key("unit"); JSONValue.writeString(unitName, to: &out)
-        key("user"); JSONValue.writeString(userName, to: &out)
-        key("value")
-        if let integer = value.integer { out.append(contentsOf: String(integer).utf8) } else { JSONValue.writeNumber(value.typed, to: &out) }
-        if let zone { key("zone"); JSONValue.writeString(zone, to: &out) }
-        out.append(UInt8(ascii: "}"))
-        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)
+        return .checkedSample(id: id, sample, start: start, end: end, integerValue: value.integer)
     }
 
     /// The fields a sample may have on this path.
@@ -183,9 +144,56 @@ extension EventDecoder {
         }
     }
 
-    /// What `checkName` accepts.
-    private static func isName(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.count <= maxNameBytes
-            && !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+    /// What `checkName` accepts: non-empty, at most 1 KiB, no control characters.
+    public static func isName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= maxNameBytes && !containsControlCharacter(text)
+    }
+}
+
+extension PreparedEvent {
+    /// A sample whose fields were checked as `EventDecoder.decodeSample` checks them, with its
+    /// canonical JSON written directly — keys in UTF-8 order, as `JSONValue.write` sorts them,
+    /// and the document normalized as `decode` normalizes it (type by its name, default user
+    /// and unit, the source as an object). `start` and `end` are the texts as given, and
+    /// `integerValue` the value when the input wrote it as a JSON integer.
+    public static func checkedSample(id: UUID, _ sample: Sample, start: String, end: String,
+                                     integerValue: Int64? = nil) -> PreparedEvent {
+        var out: [UInt8] = []
+        out.reserveCapacity(384)
+        func key(_ name: StaticString, first: Bool = false) {
+            if !first { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            name.withUTF8Buffer { out.append(contentsOf: $0) }
+            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+        }
+        out.append(UInt8(ascii: "{"))
+        key("end", first: true); JSONValue.writeString(end, to: &out)
+        key("id"); JSONValue.writeString(id.lowercased, to: &out)
+        key("kind"); JSONValue.writeString("sample", to: &out)
+        key("source"); out.append(UInt8(ascii: "{"))
+        let source = sample.source
+        var first = true
+        for (name, text) in [("bundle", source.bundle), ("device", source.device), ("name", source.name), ("version", source.version)] {
+            guard let text else { continue }
+            if !first { out.append(UInt8(ascii: ",")) }
+            first = false
+            JSONValue.writeString(name, to: &out)
+            out.append(UInt8(ascii: ":"))
+            JSONValue.writeString(text, to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        key("start"); JSONValue.writeString(start, to: &out)
+        if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
+            key("syncId"); JSONValue.writeString(syncId, to: &out)
+            key("syncVersion"); out.append(contentsOf: String(syncVersion).utf8)
+        }
+        key("type"); JSONValue.writeString(sample.type.rawValue, to: &out)
+        key("unit"); JSONValue.writeString(sample.unit, to: &out)
+        key("user"); JSONValue.writeString(sample.user, to: &out)
+        key("value")
+        if let integerValue { out.append(contentsOf: String(integerValue).utf8) } else { JSONValue.writeNumber(sample.value, to: &out) }
+        if let zone = sample.zone { key("zone"); JSONValue.writeString(zone, to: &out) }
+        out.append(UInt8(ascii: "}"))
+        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)
     }
 }

@@ -276,9 +276,13 @@ public enum EventDecoder {
     static func checkName(_ text: String, field: String) throws(FieldError) {
         guard !text.isEmpty else { throw FieldError(field, "'\(field)' must not be empty") }
         guard text.utf8.count <= maxNameBytes else { throw FieldError(field, "'\(field)' is longer than 1 KiB") }
-        guard !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+        guard !containsControlCharacter(text) else {
             throw FieldError(field, "'\(field)' contains a control character")
         }
+    }
+
+    static func containsControlCharacter(_ text: String) -> Bool {
+        text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
     }
 
     static func number(_ object: [String: JSONValue], _ field: String, required: Bool) throws(FieldError) -> Double? {

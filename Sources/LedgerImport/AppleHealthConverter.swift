@@ -54,10 +54,7 @@ public struct AppleHealthConverter: Sendable {
     }
 
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
-        func plainName(_ text: String) -> Bool {
-            !text.isEmpty && text.utf8.count <= EventDecoder.maxNameBytes
-                && !text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
-        }
+        let plainName = EventDecoder.isName
         guard let valueText = record.value, let value = Double(valueText), value.isFinite, value >= 0,
               let startText = record.startDate.flatMap(AppleHealthConverter.rfc3339),
               let endText = record.endDate.flatMap(AppleHealthConverter.rfc3339),
@@ -98,36 +95,7 @@ public struct AppleHealthConverter: Sendable {
                             source: SampleSource(name: sourceName, device: device, version: version),
                             syncId: syncId, syncVersion: syncVersion)
 
-        // The canonical document, keys in UTF-8 order (as `JSONValue.write` sorts them).
-        var out: [UInt8] = []
-        out.reserveCapacity(384)
-        func key(_ name: StaticString, first: Bool = false) {
-            if !first { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { out.append(contentsOf: $0) }
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-        }
-        out.append(UInt8(ascii: "{"))
-        key("end", first: true); JSONValue.writeString(endText, to: &out)
-        key("id"); JSONValue.writeString(id.lowercased, to: &out)
-        key("kind"); JSONValue.writeString("sample", to: &out)
-        key("source"); out.append(UInt8(ascii: "{"))
-        if let device { key("device", first: true); JSONValue.writeString(device, to: &out) }
-        key("name", first: device == nil); JSONValue.writeString(sourceName, to: &out)
-        if let version { key("version"); JSONValue.writeString(version, to: &out) }
-        out.append(UInt8(ascii: "}"))
-        key("start"); JSONValue.writeString(startText, to: &out)
-        if let syncId, let syncVersion {
-            key("syncId"); JSONValue.writeString(syncId, to: &out)
-            key("syncVersion"); out.append(contentsOf: String(syncVersion).utf8)
-        }
-        key("type"); JSONValue.writeString(type.rawValue, to: &out)
-        key("unit"); JSONValue.writeString(unit, to: &out)
-        key("user"); JSONValue.writeString(user, to: &out)
-        key("value"); JSONValue.writeNumber(value, to: &out)
-        if let zoneName { key("zone"); JSONValue.writeString(zoneName, to: &out) }
-        out.append(UInt8(ascii: "}"))
-        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)
+        return .checkedSample(id: id, sample, start: startText, end: endText)
     }
 
     /// The record's id (the type's documentation says what goes into it).
