@@ -84,15 +84,7 @@ extension EventDecoder {
         else { return nil }
         let userName = user ?? "default"
         guard isName(userName) else { return nil }
-        let unitName: String
-        if let unit {
-            guard unit.utf8.count <= 32, type.factor(from: unit) != nil else { return nil }
-            unitName = unit
-        } else if type == .steps || type == .flights {
-            unitName = "count"
-        } else {
-            return nil
-        }
+        guard let unitName = sampleUnit(unit, of: type) else { return nil }
         if let zone { guard zone.utf8.count <= 64, Zone.isValid(zone) else { return nil } }
         for optional in [bundle, device, version, syncId] {
             if let text = optional, !isName(text) { return nil }
@@ -142,6 +134,15 @@ extension EventDecoder {
         return chars.withMemoryRebound(to: UInt8.self, capacity: length) {
             String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
         }
+    }
+
+    /// The unit `decodeSample` stores for `given` (nil: none given): `given` if it fits the
+    /// type, `count` by default for steps and flights; nil when it would refuse the sample.
+    public static func sampleUnit(_ given: String?, of type: QuantityType) -> String? {
+        if let given {
+            return given.utf8.count <= 32 && type.factor(from: given) != nil ? given : nil
+        }
+        return type == .steps || type == .flights ? "count" : nil
     }
 
     /// What `checkName` accepts: non-empty, at most 1 KiB, no control characters.

@@ -62,15 +62,7 @@ public struct AppleHealthConverter: Sendable {
               let end = try? Timestamp.parseRFC3339(endText).0, end >= start,
               let sourceName = record.sourceName, plainName(sourceName), plainName(user)
         else { return nil }
-        let unit: String
-        if let given = record.unit, !given.isEmpty {
-            guard given.utf8.count <= 32, type.factor(from: given) != nil else { return nil }
-            unit = given
-        } else if type == .steps || type == .flights {
-            unit = "count"
-        } else {
-            return nil
-        }
+        guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
         let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
         let device = record.device.map(AppleHealthConverter.cleanDevice).flatMap { $0.isEmpty ? nil : $0 }
         if let version, !plainName(version) { return nil }
