@@ -186,7 +186,7 @@ if wanted(2) {
                      budget: "≥ 10× and ≥ 300,000 records/s",
                      met: verdict(importRatio.map { $0 >= 10 && importRate >= 300_000 })))
     // The issue's memory budget is for a 1 GB export: measured on the ledger alone (the peer
-    // would take several minutes more). Peak RSS comes from wait4, as /usr/bin/time -v reports it.
+    // would take several minutes more).
     if !options.quick {
         let bigXML = work + "/export-1g.xml"
         if !FileManager.default.fileExists(atPath: bigXML) {
@@ -199,12 +199,24 @@ if wanted(2) {
         let bigRecords = Int(measure("grep -c '<Record ' '\(bigXML)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
         let bigDB = work + "/import-1g.db"
         try? FileManager.default.removeItem(atPath: bigDB)
-        let bigRun = measure("'\(ledger)' import apple-health '\(bigXML)' --db '\(bigDB)'")
+        // Under /usr/bin/time -v, as the issue asks (Debian's `time`); wait4's figure is the
+        // same kernel counter and stands in where the tool is missing.
+        let timeReport = work + "/time-1g.txt"
+        let timeTool = FileManager.default.isExecutableFile(atPath: "/usr/bin/time")
+        let bigRun = measure((timeTool ? "/usr/bin/time -v -o '\(timeReport)' " : "") + "'\(ledger)' import apple-health '\(bigXML)' --db '\(bigDB)'")
         try? FileManager.default.removeItem(atPath: bigDB)
+        var peak = bigRun.peakRSS
+        var source = "wait4"
+        if timeTool, let report = try? String(contentsOfFile: timeReport, encoding: .utf8),
+           let line = report.split(separator: "\n").first(where: { $0.contains("Maximum resident set size (kbytes):") }),
+           let kilobytes = Int(line.split(separator: ":").last!.trimmingCharacters(in: .whitespaces)) {
+            peak = kilobytes * 1024
+            source = "/usr/bin/time -v"
+        }
         table.append(Row(scenario: "2. import a generated \(String(format: "%.2f", Double(bigSize) / 1e9)) GB export.xml, \(bigRecords) records (ledger alone)",
-                         ledger: "\(secs(bigRun.seconds)), \(rate(bigRecords, bigRun.seconds)), \(mb(bigRun.peakRSS))",
+                         ledger: "\(secs(bigRun.seconds)), \(rate(bigRecords, bigRun.seconds)), \(mb(peak)) peak (\(source))",
                          peer: "-", ratio: "-", budget: "peak RSS < 200 MB",
-                         met: verdict(bigRun.status == 0 ? bigRun.peakRSS < 200 << 20 : nil)))
+                         met: verdict(bigRun.status == 0 ? peak < 200_000_000 : nil)))
     }
 }
 
