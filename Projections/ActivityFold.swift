@@ -73,7 +73,9 @@ public final class ActivityFold {
 
     private var users: [UInt32: UserState] = [:]
     private var dirtyUsers: Set<UInt32> = []
-    private var userIDs: [String: UInt32] = [:]
+    /// Keyed by the name's UTF-8 bytes, as the stored names are: Swift's String equality would
+    /// merge canonically equivalent names ("é" precomposed and decomposed) into one user.
+    private var userIDs: [[UInt8]: UInt32] = [:]
     private var buckets: [DayKey: [BucketEntry]] = [:]
     private var dirtyDays: [DayKey: Cause] = [:]
     /// Per user and type, every (event, day) the batch touched: for `last-known`'s cause.
@@ -423,12 +425,13 @@ public final class ActivityFold {
 
     /// The user's id, assigned in order of first appearance.
     private func userID(for name: String) throws -> UInt32 {
-        if let id = userIDs[name] { return id }
+        let bytes = Array(name.utf8)
+        if let id = userIDs[bytes] { return id }
         let nameKey = StateKey.userName(name)
         if let stored = try store.get(.userNames, nameKey) {
             var reader = ByteReader(stored)
             let id = reader.u32()
-            userIDs[name] = id
+            userIDs[bytes] = id
             return id
         }
         var next: UInt32 = 1
@@ -438,7 +441,7 @@ public final class ActivityFold {
         }
         try store.put(.userNames, nameKey, StateKey.user(next))
         try store.put(.userNames, ActivityFold.nextUserKey, StateKey.user(next + 1))
-        userIDs[name] = next
+        userIDs[bytes] = next
         setUserState(next, UserState(name: name))
         return next
     }

@@ -25,6 +25,9 @@ public final class DayCalendar: Sendable {
     /// The validated zone for `name` (which was validated when its event was appended);
     /// UTC if it no longer resolves (a tz database that dropped a name).
     public func zone(named name: String) -> Zone {
+        // Only ASCII names are zones; checking first keeps a look-alike spelling from sharing
+        // a cache entry with a real name (String keys compare by canonical equivalence).
+        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return .utc }
         if let zone = cache.withLock({ $0.zones[name] }) { return zone }
         let zone = Zone(name) ?? .utc
         cache.withLock { $0.zones[name] = zone }

@@ -26,7 +26,10 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
 
     /// Validates `text`; nil when it is neither a known IANA name nor a `±HH:MM` offset.
     public init?(_ text: String) {
-        guard !text.isEmpty, text.utf8.count <= 64 else { return nil }
+        // IANA names and offsets are ASCII. Checking that first also keeps Swift's String
+        // equality (canonical equivalence: the Kelvin sign U+212A equals "K") from matching
+        // a look-alike spelling to a real name, here or in any cache keyed by zone names.
+        guard !text.isEmpty, text.utf8.count <= 64, text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
         if let offset = Zone.parseOffset(text) {
             guard let zone = TimeZone(secondsFromGMT: offset) else { return nil }
             self.init(name: text, timeZone: zone)
@@ -45,6 +48,7 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
     /// than the rest of checking a sample, and inputs name a handful of zones. At most 4,096
     /// names are remembered (hostile input may name many).
     public static func isValid(_ text: String) -> Bool {
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return false }  // see init
         if let known = validity.withLock({ $0[text] }) { return known }
         let answer = Zone(text) != nil
         validity.withLock { if $0.count < 4096 { $0[text] = answer } }

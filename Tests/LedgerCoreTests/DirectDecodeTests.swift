@@ -108,6 +108,19 @@ struct DirectDecodeTests {
         #expect(refused > 500, "direct \(direct), general \(general), refused \(refused)")
     }
 
+    @Test("a zone spelled with a look-alike character is refused on both paths, even after the real one")
+    func lookAlikeZone() throws {
+        let real = #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:01:00Z","source":"x","zone":"Asia/Kolkata"}"#
+        let kelvin = real.replacingOccurrences(of: "Kolkata", with: "\u{212A}olkata")
+        #expect(Zone.isValid("Asia/Kolkata"))
+        #expect(!Zone.isValid("Asia/\u{212A}olkata"))
+        #expect(Zone("Asia/\u{212A}olkata") == nil)
+        for prepare in [{ try EventInput.prepare($0) }, { try EventInput.decode($0).map { ($0.0, PreparedEvent($0.1)) } }] as [([UInt8]) throws -> [(InputLocation, PreparedEvent)]] {
+            #expect(throws: InputError.self) { try prepare(Array((real + "\n" + kelvin).utf8)) }
+            #expect(try prepare(Array((real + "\n" + real).utf8)).count == 2)
+        }
+    }
+
     @Test("NDJSON through forEachPrepared: same events and the same first error as forEach")
     func sameStream() throws {
         var random = SeededGenerator(seed: 99)

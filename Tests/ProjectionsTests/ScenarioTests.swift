@@ -16,6 +16,20 @@ struct ScenarioTests {
 
     // MARK: 1. Overlapping sources
 
+    @Test("user names that are canonically equivalent but spelled differently stay two users")
+    func lookAlikeUsers() throws {
+        // "Kelvin" with an ASCII K and with the Kelvin sign U+212A: Swift's String equality
+        // calls them equal, the log and the state store (bytes) do not, and neither may the fold.
+        let h = FoldHarness(defaultZone: "UTC")
+        try h.append(
+            sample(1, user: "Kelvin", value: 100, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z"),
+            sample(2, user: "\u{212A}elvin", value: 7, from: "2026-11-29T09:00:00Z", to: "2026-11-29T09:10:00Z"))
+        let rows = try h.rows(.daily).map { (Array($0.values["user"]!.stringValue!.utf8), $0.values["value"]!.numberValue!) }
+        #expect(rows.count == 2)
+        #expect(rows.contains { $0.0 == Array("Kelvin".utf8) && $0.1 == 100 })
+        #expect(rows.contains { $0.0 == Array("\u{212A}elvin".utf8) && $0.1 == 7 })
+    }
+
     @Test("an iPhone and a Watch walking together are merged, not double-counted")
     func iPhoneAndWatchTogether() throws {
         let h = FoldHarness(defaultZone: "UTC")
@@ -735,5 +749,10 @@ struct DayCalendarTests {
         // The shared calendar returns the same zone for a name, and UTC for one that no longer resolves.
         #expect(calendar.zone(named: "Europe/Paris").name == "Europe/Paris")
         #expect(calendar.zone(named: "Nowhere/Atlantis").name == "UTC")
+        // A look-alike spelling (the Kelvin sign for K) is no zone, and does not share the
+        // cache entry of the real name it equals as a Swift String.
+        #expect(calendar.zone(named: "Asia/Kolkata").name == "Asia/Kolkata")
+        #expect(calendar.zone(named: "Asia/\u{212A}olkata").name == "UTC")
+        #expect(calendar.zone(named: "Asia/Kolkata").name == "Asia/Kolkata")
     }
 }
