@@ -77,12 +77,16 @@ public final class EventLog: Sendable {
     /// release) keyed `samples` and `sync` by sample id; opening such a ledger rebuilds those
     /// two indexes from the log, keyed by seq, in one write transaction. The log is untouched.
     static let layout = "2"
+    /// Format 3 is layout 2 in a ledger whose imports derive time-ordered ids (`importIds` 2).
+    /// Binaries from before it refuse to open it, so none can import into it with the other
+    /// derivation (which would add every sample of an export a second time).
+    static let layoutWithTimeOrderedImportIDs = "3"
 
     private func checkFormat() throws {
         let key = Array("format".utf8)
         let format = try environment.read { txn in try txn.get(meta, key) }
         switch format.map({ String(decoding: $0, as: UTF8.self) }) {
-        case EventLog.layout?:
+        case EventLog.layout?, EventLog.layoutWithTimeOrderedImportIDs?:
             return
         case "1"?:
             try environment.write { txn in
@@ -93,7 +97,7 @@ public final class EventLog: Sendable {
         case nil:
             try environment.write { txn in
                 if try txn.get(meta, key) == nil {
-                    try txn.put(meta, key, Array(EventLog.layout.utf8))
+                    try txn.put(meta, key, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
                     try txn.put(meta, Array("zone".utf8), Array("UTC".utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
                     try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
@@ -134,6 +138,7 @@ public final class EventLog: Sendable {
             }
             guard try txn.last(events) == nil else { return 1 }
             try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
+            try txn.put(meta, Array("format".utf8), Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
             return EventLog.importIDSchemeForNewLedgers
         }
     }

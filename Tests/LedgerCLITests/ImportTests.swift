@@ -232,6 +232,10 @@ struct ImportTests {
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             timeOrdered = Set(try importedIDs(db).map(\.id))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
+            // Format 3, which binaries that know only the hash-only ids refuse to open.
+            let environment = try Environment(path: db)
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("3".utf8))
             let ids = try importedIDs(db)
             #expect(ids.count == 6)
             let byID = ids.sorted { $0.id.precedes($1.id) }.map(\.start)
@@ -246,7 +250,10 @@ struct ImportTests {
             #expect(ledger(["append"], stdin: event, db: db).status == 0)
             let environment = try Environment(path: db)
             let meta = try #require(try environment.openDatabases(["meta"])["meta"])
-            try environment.write { txn in _ = try txn.delete(meta, Array("importIds".utf8)) }
+            try environment.write { txn in
+                _ = try txn.delete(meta, Array("importIds".utf8))
+                try txn.put(meta, Array("format".utf8), Array("2".utf8))
+            }
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             let appended = try Timestamp.parseRFC3339("2020-01-01T00:00:00Z").0.microseconds
@@ -255,6 +262,20 @@ struct ImportTests {
             #expect(Set(identity.map(\.id)).isDisjoint(with: timeOrdered), "scheme 1 derives other ids")
             #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
+            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("2".utf8), "an older ledger keeps format 2")
+        }
+        try withTemporaryLedger { db in
+            // An empty ledger of format 2 (made by an older binary) takes scheme 2 and format 3
+            // at its first import.
+            _ = try EventLog(path: db, create: true)
+            let environment = try Environment(path: db)
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            try environment.write { txn in
+                _ = try txn.delete(meta, Array("importIds".utf8))
+                try txn.put(meta, Array("format".utf8), Array("2".utf8))
+            }
+            #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
+            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("3".utf8))
         }
     }
 
