@@ -48,7 +48,10 @@ public struct LoggedEvent: Sendable, Equatable {
 public final class ActivityFold {
     /// Bumped whenever the fold's logic or state layout changes: stored state of another
     /// version is rebuilt from the log.
-    public static let version = 2
+    /// 3: midnights of zones without rules (UTC, ±HH:MM) are counted straight back on the
+    /// proleptic Gregorian calendar, as `day(of:)` counts, where Foundation switched to the
+    /// Julian calendar before 1582: rows of samples before then may differ from version 2's.
+    public static let version = 3
 
     private let store: any StateStore
     private let context: FoldContext

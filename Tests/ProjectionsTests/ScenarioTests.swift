@@ -734,6 +734,20 @@ struct DayCalendarTests {
         }
     }
 
+    @Test("before 1582, days in zones without rules still begin where day(of:) says they do")
+    func prolepticGregorian() throws {
+        let calendar = DayCalendar()
+        for name in ["UTC", "+05:30"] {
+            let zone = try #require(Zone(name))
+            for day in [-200_000, -141_428, -141_427] {  // 1422, and the days around 1582-10-15
+                let window = calendar.window(of: day, in: zone)
+                #expect(window.end - window.start == 86_400_000_000)
+                #expect(calendar.day(of: window.start, in: zone) == day)
+                #expect(calendar.day(of: window.start - 1, in: zone) == day - 1)
+            }
+        }
+    }
+
     @Test("zones with rules keep Foundation's answer, cached across calls, 23- and 25-hour days included")
     func rules() throws {
         let calendar = DayCalendar()
