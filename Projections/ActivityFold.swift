@@ -306,13 +306,13 @@ public final class ActivityFold {
             return a.id.precedes(b.id)
         }
         // Entries of one day nearly always share one zone: look its window up once.
-        var windowZone = ""
-        var window: (start: Int64, end: Int64) = (0, 0)
+        var window: (zone: String, start: Int64, end: Int64)?
         var shares = ordered.enumerated().map { position, entry -> DayShare in
-            if entry.zone != windowZone || position == 0 {
-                window = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
-                windowZone = entry.zone
+            if window?.zone != entry.zone {
+                let found = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
+                window = (entry.zone, found.start, found.end)
             }
+            let window = window!
             return DayShare(index: position, source: entry.source, rank: user.rank(of: entry.source, type: key.type),
                             start: entry.start, end: entry.end, value: entry.value,
                             clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))

@@ -11,8 +11,8 @@ import Synchronization
 /// (a server folds every POST separately), so the cache is shared and guarded by a lock.
 public final class DayCalendar: Sendable {
     private struct Cache {
-        var zones: [String: Zone] = [:]
         var starts: [String: [Int: Int64]] = [:]
+        var startCount = 0
         var calendars: [String: Calendar] = [:]
     }
 
@@ -25,13 +25,7 @@ public final class DayCalendar: Sendable {
     /// The validated zone for `name` (which was validated when its event was appended);
     /// UTC if it no longer resolves (a tz database that dropped a name).
     public func zone(named name: String) -> Zone {
-        // Only ASCII names are zones; checking first keeps a look-alike spelling from sharing
-        // a cache entry with a real name (String keys compare by canonical equivalence).
-        guard name.utf8.allSatisfy({ $0 < 0x80 }) else { return .utc }
-        if let zone = cache.withLock({ $0.zones[name] }) { return zone }
-        let zone = Zone(name) ?? .utc
-        cache.withLock { $0.zones[name] = zone }
-        return zone
+        Zone.named(name) ?? .utc
     }
 
     /// Days since 1970-01-01 of the local date of `instant` (microseconds) in `zone`.
@@ -70,8 +64,11 @@ public final class DayCalendar: Sendable {
             value = (midnight - Int64(zone.offset(at: Timestamp(seconds: midnight)))) * 1_000_000
         }
         cache.withLock { cache in
-            if cache.starts.values.reduce(0, { $0 + $1.count }) >= DayCalendar.maxStarts { cache.starts.removeAll() }
-            cache.starts[zone.name, default: [:]][day] = value
+            if cache.startCount >= DayCalendar.maxStarts {
+                cache.starts.removeAll()
+                cache.startCount = 0
+            }
+            if cache.starts[zone.name, default: [:]].updateValue(value, forKey: day) == nil { cache.startCount += 1 }
         }
         return value
     }

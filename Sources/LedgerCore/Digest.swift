@@ -58,7 +58,12 @@ extension UUID {
     /// A name-based UUID (version 8, RFC 9562) from the SHA-256 of `name`: the same name always
     /// gives the same id. Used for samples sent without an `id`.
     public static func derived(from name: [UInt8]) -> UUID {
-        var bytes = Array(Digest.sha256(name).prefix(16))
+        version8(Array(Digest.sha256(name).prefix(16)))
+    }
+
+    /// `bytes` with the version (8) and variant bits of RFC 9562 set.
+    private static func version8(_ bytes: [UInt8]) -> UUID {
+        var bytes = bytes
         bytes[6] = (bytes[6] & 0x0F) | 0x80
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         return UUID(bytes: bytes)
@@ -74,9 +79,7 @@ extension UUID {
         let bias: Int64 = 1 << 47
         let ms = UInt64(clamping: min(max(milliseconds, -bias), bias - 1) + bias)
         for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(bytes: bytes)
+        return version8(bytes)
     }
 
     public init(bytes: [UInt8]) {

@@ -44,10 +44,10 @@ public struct Event: Sendable, Equatable {
         /// The user the event concerns ("" for a correction: its user is its target's).
         public var user: String {
             switch self {
-        case .sample(let sample): sample.user
-        case .correction: ""  // a correction's user is its target's
-        case .grant(let change), .revoke(let change): change.user
-        case .profile(let profile): profile.user
+            case .sample(let sample): sample.user
+            case .correction: ""  // a correction's user is its target's
+            case .grant(let change), .revoke(let change): change.user
+            case .profile(let profile): profile.user
             }
         }
 

@@ -232,14 +232,11 @@ public struct PreparedEvent: Sendable {
     public let typed: [UInt8]
 
     public init(_ event: Event) {
-        id = event.id
-        payload = event.payload
-        body = event.document.canonicalBytes
-        typed = EventCodec.encode(id: event.id, payload: event.payload)
+        self.init(id: event.id, payload: event.payload, canonicalBody: event.document.canonicalBytes)
     }
 
-    /// For producers that validate and write the canonical JSON themselves (the importer's
-    /// fast path, which its tests hold byte-identical to `init(_:)`).
+    /// For producers that validate and write the canonical JSON themselves
+    /// (`PreparedEvent.checkedSample`, which the tests hold byte-identical to `init(_:)`).
     public init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8]) {
         self.id = id
         self.payload = payload

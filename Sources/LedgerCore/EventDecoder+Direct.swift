@@ -16,63 +16,54 @@ extension EventDecoder {
         var value: (typed: Double, integer: Int64?)?
         var syncVersion: Int64?
 
-        var iterator = json_object_iter(node)
-        while let it = iterator {
-            let field = json_object_iter_value(it)!
-            let keyLength = json_object_iter_key_len(it)
-            let key = json_object_iter_key(it).withMemoryRebound(to: UInt8.self, capacity: keyLength) {
-                UnsafeBufferPointer(start: $0, count: keyLength)
-            }
-            switch Field(key) {
-            case .kind: guard let text = string(field) else { return nil }; kind = text
-            case .id: guard let text = string(field) else { return nil }; idText = text
-            case .user: guard let text = string(field) else { return nil }; user = text
-            case .type: guard let text = string(field) else { return nil }; typeText = text
-            case .unit: guard let text = string(field) else { return nil }; unit = text
-            case .start: guard let text = string(field) else { return nil }; start = text
-            case .end: guard let text = string(field) else { return nil }; end = text
-            case .zone: guard let text = string(field) else { return nil }; zone = text
-            case .syncId: guard let text = string(field) else { return nil }; syncId = text
-            case .syncVersion:
-                guard ledger_json_type(field) == JSON_INTEGER else { return nil }
-                syncVersion = Int64(json_integer_value(field))
+        let understood = JSONValue.forEachMember(of: node) { key, field in
+            guard let name = Field(rawValue: key) else { return false }
+            switch name {
             case .value:
                 switch ledger_json_type(field) {
                 case JSON_INTEGER:
                     let number = Int64(json_integer_value(field))
                     value = (Double(number), number)
                 case JSON_REAL: value = (json_real_value(field), nil)
-                default: return nil
+                default: return false
                 }
+            case .syncVersion:
+                guard ledger_json_type(field) == JSON_INTEGER else { return false }
+                syncVersion = Int64(json_integer_value(field))
             case .source:
-                switch ledger_json_type(field) {
-                case JSON_STRING:
-                    sourceName = string(field)
-                case JSON_OBJECT:
-                    var inner = json_object_iter(field)
-                    while let member = inner {
-                        let memberValue = json_object_iter_value(member)!
-                        let length = json_object_iter_key_len(member)
-                        let name = json_object_iter_key(member).withMemoryRebound(to: UInt8.self, capacity: length) {
-                            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-                        }
-                        guard let text = string(memberValue) else { return nil }
-                        switch name {
-                        case "name": sourceName = text
-                        case "bundle": bundle = text
-                        case "device": device = text
-                        case "version": version = text
-                        default: return nil
-                        }
-                        inner = json_object_iter_next(field, member)
-                    }
-                default: return nil
+                if let text = JSONValue.text(of: field) {
+                    sourceName = text
+                    return true
                 }
-            case nil:
-                return nil
+                guard ledger_json_type(field) == JSON_OBJECT else { return false }
+                return JSONValue.forEachMember(of: field) { member, memberValue in
+                    guard let text = JSONValue.text(of: memberValue) else { return false }
+                    switch member {
+                    case "name": sourceName = text
+                    case "bundle": bundle = text
+                    case "device": device = text
+                    case "version": version = text
+                    default: return false
+                    }
+                    return true
+                }
+            case .kind, .id, .user, .type, .unit, .start, .end, .zone, .syncId:
+                guard let text = JSONValue.text(of: field) else { return false }
+                switch name {
+                case .kind: kind = text
+                case .id: idText = text
+                case .user: user = text
+                case .type: typeText = text
+                case .unit: unit = text
+                case .start: start = text
+                case .end: end = text
+                case .zone: zone = text
+                default: syncId = text
+                }
             }
-            iterator = json_object_iter_next(node, it)
+            return true
         }
+        guard understood else { return nil }
 
         // The checks of `decodeSample`, in the same terms; any failure goes the general way.
         guard kind == "sample", let typeText, typeText.utf8.count <= 128, let type = QuantityType(name: typeText),
@@ -85,7 +76,7 @@ extension EventDecoder {
         let userName = user ?? "default"
         guard isName(userName) else { return nil }
         guard let unitName = sampleUnit(unit, of: type) else { return nil }
-        if let zone { guard zone.utf8.count <= 64, Zone.isValid(zone) else { return nil } }
+        if let zone { guard Zone.isValid(zone) else { return nil } }
         for optional in [bundle, device, version, syncId] {
             if let text = optional, !isName(text) { return nil }
         }
@@ -105,35 +96,8 @@ extension EventDecoder {
     }
 
     /// The fields a sample may have on this path.
-    private enum Field {
+    private enum Field: String {
         case kind, id, user, type, unit, value, start, end, zone, source, syncId, syncVersion
-
-        init?(_ key: UnsafeBufferPointer<UInt8>) {
-            switch String(decoding: key, as: UTF8.self) {
-            case "kind": self = .kind
-            case "id": self = .id
-            case "user": self = .user
-            case "type": self = .type
-            case "unit": self = .unit
-            case "value": self = .value
-            case "start": self = .start
-            case "end": self = .end
-            case "zone": self = .zone
-            case "source": self = .source
-            case "syncId": self = .syncId
-            case "syncVersion": self = .syncVersion
-            default: return nil
-            }
-        }
-    }
-
-    /// A JSON string's text, or nil for any other JSON type.
-    private static func string(_ node: UnsafeMutablePointer<json_t>) -> String? {
-        guard ledger_json_type(node) == JSON_STRING, let chars = json_string_value(node) else { return nil }
-        let length = json_string_length(node)
-        return chars.withMemoryRebound(to: UInt8.self, capacity: length) {
-            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-        }
     }
 
     /// The unit `decodeSample` stores for `given` (nil: none given): `given` if it fits the
@@ -171,28 +135,19 @@ extension PreparedEvent {
         key("end", first: true); JSONValue.writeString(end, to: &out)
         key("id"); JSONValue.writeString(id.lowercased, to: &out)
         key("kind"); JSONValue.writeString("sample", to: &out)
-        key("source"); out.append(UInt8(ascii: "{"))
         let source = sample.source
-        var first = true
-        for (name, text) in [("bundle", source.bundle), ("device", source.device), ("name", source.name), ("version", source.version)] {
-            guard let text else { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            JSONValue.writeString(name, to: &out)
-            out.append(UInt8(ascii: ":"))
-            JSONValue.writeString(text, to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
+        key("source")
+        JSONValue.writeOrderedObject([("bundle", source.bundle), ("device", source.device), ("name", source.name),
+                                      ("version", source.version)].map { ($0.0, $0.1.map(JSONValue.string)) }, to: &out)
         key("start"); JSONValue.writeString(start, to: &out)
         if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
             key("syncId"); JSONValue.writeString(syncId, to: &out)
-            key("syncVersion"); out.append(contentsOf: String(syncVersion).utf8)
+            key("syncVersion"); JSONValue.int(syncVersion).write(to: &out)
         }
         key("type"); JSONValue.writeString(sample.type.rawValue, to: &out)
         key("unit"); JSONValue.writeString(sample.unit, to: &out)
         key("user"); JSONValue.writeString(sample.user, to: &out)
-        key("value")
-        if let integerValue { out.append(contentsOf: String(integerValue).utf8) } else { JSONValue.writeNumber(sample.value, to: &out) }
+        key("value"); (integerValue.map(JSONValue.int) ?? .double(sample.value)).write(to: &out)
         if let zone = sample.zone { key("zone"); JSONValue.writeString(zone, to: &out) }
         out.append(UInt8(ascii: "}"))
         return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)

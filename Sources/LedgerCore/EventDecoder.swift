@@ -317,7 +317,7 @@ public enum EventDecoder {
 
     static func zoneName(_ object: [String: JSONValue], _ field: String) throws(FieldError) -> String? {
         guard let text = try string(object, field, limit: 64) else { return nil }
-        guard Zone(text) != nil else {
+        guard Zone.isValid(text) else {
             throw FieldError(field, "unknown time zone '\(clip(text))' (expected an IANA name like Europe/Paris, or ±HH:MM)")
         }
         return text

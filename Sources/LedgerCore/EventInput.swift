@@ -17,13 +17,19 @@ public enum EventInput {
         var events: [(InputLocation, Event)] = []
         events.reserveCapacity(values.count)
         for (location, value) in values {
-            do {
-                events.append((location, try EventDecoder.decode(value, makeRandomID: makeRandomID)))
-            } catch {
-                throw InputError(error, at: location)
-            }
+            events.append((location, try decodeEvent(value, at: location, makeRandomID: makeRandomID)))
         }
         return events
+    }
+
+    /// `EventDecoder.decode`, its error located.
+    static func decodeEvent(_ value: JSONValue, at location: InputLocation,
+                            makeRandomID: () -> UUID) throws(InputError) -> Event {
+        do {
+            return try EventDecoder.decode(value, makeRandomID: makeRandomID)
+        } catch {
+            throw InputError(error, at: location)
+        }
     }
 
     /// Parses and validates the events of `bytes` one at a time, handing each to `body` before
@@ -33,11 +39,7 @@ public enum EventInput {
     public static func forEach(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() },
                                _ body: (InputLocation, Event) throws -> Void) throws {
         try forEachValue(bytes) { location, value in
-            let decoded = Result { () throws(FieldError) in try EventDecoder.decode(value, makeRandomID: makeRandomID) }
-            switch decoded {
-            case .success(let event): try body(location, event)
-            case .failure(let error): throw InputError(error, at: location)
-            }
+            try body(location, try decodeEvent(value, at: location, makeRandomID: makeRandomID))
         }
     }
 
@@ -61,22 +63,12 @@ public enum EventInput {
     /// for, takes the general path, so errors and results are the same either way.
     public static func forEachPrepared(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() },
                                        _ body: (InputLocation, PreparedEvent) throws -> Void) throws {
-        guard case .lines = try shape(of: bytes) else {
-            try forEach(bytes, makeRandomID: makeRandomID) { location, event in try body(location, PreparedEvent(event)) }
-            return
-        }
-        try parseLineTrees(bytes) { location, node in
-            if let prepared = EventDecoder.directSample(node) {
-                try body(location, prepared)
-                return
-            }
-            let decoded = Result { () throws(FieldError) in
-                try EventDecoder.decode(JSONValue.convert(node), makeRandomID: makeRandomID)
-            }
-            switch decoded {
-            case .success(let event): try body(location, PreparedEvent(event))
-            case .failure(let error): throw InputError(error, at: location)
-            }
+        try forEachValue(bytes, line: { location, node in
+            guard let prepared = EventDecoder.directSample(node) else { return false }
+            try body(location, prepared)
+            return true
+        }) { location, value in
+            try body(location, PreparedEvent(try decodeEvent(value, at: location, makeRandomID: makeRandomID)))
         }
     }
 
@@ -114,15 +106,21 @@ public enum EventInput {
         return .lines
     }
 
-    /// Hands each located JSON value of `bytes` to `body`, in order.
-    static func forEachValue(_ bytes: [UInt8], _ body: (InputLocation, JSONValue) throws -> Void) throws {
+    /// Hands each located JSON value of `bytes` to `body`, in order. An NDJSON line's tree is
+    /// first offered to `line`, which returns true when it dealt with it.
+    static func forEachValue(_ bytes: [UInt8],
+                             line: (InputLocation, UnsafeMutablePointer<json_t>) throws -> Bool = { _, _ in false },
+                             _ body: (InputLocation, JSONValue) throws -> Void) throws {
         switch try shape(of: bytes) {
         case .array:
             for (location, value) in try parseArray(bytes) { try body(location, value) }
-        case .single(let value, let line):
-            try body(.line(line), value)
+        case .single(let value, let at):
+            try body(.line(at), value)
         case .lines:
-            try parseLineTrees(bytes) { location, node in try body(location, JSONValue.convert(node)) }
+            try parseLineTrees(bytes) { location, node in
+                if try line(location, node) { return }
+                try body(location, JSONValue.convert(node))
+            }
         }
     }
 

@@ -75,19 +75,40 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// Hands each member of the object `node` to `body`, in order, until it returns false.
+    /// Returns whether every member was handed over.
+    @discardableResult
+    static func forEachMember(of node: UnsafeMutablePointer<json_t>,
+                              _ body: (_ key: String, _ value: UnsafeMutablePointer<json_t>) -> Bool) -> Bool {
+        var iterator = json_object_iter(node)
+        while let member = iterator {
+            let length = json_object_iter_key_len(member)
+            let key = json_object_iter_key(member).withMemoryRebound(to: UInt8.self, capacity: length) {
+                String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+            }
+            guard body(key, json_object_iter_value(member)) else { return false }
+            iterator = json_object_iter_next(node, member)
+        }
+        return true
+    }
+
+    /// The text of a string node; nil for any other JSON type.
+    static func text(of node: UnsafeMutablePointer<json_t>) -> String? {
+        guard ledger_json_type(node) == JSON_STRING, let chars = json_string_value(node) else { return nil }
+        let length = json_string_length(node)
+        return chars.withMemoryRebound(to: UInt8.self, capacity: length) {
+            String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+        }
+    }
+
     static func convert(_ node: UnsafeMutablePointer<json_t>) -> JSONValue {
         switch ledger_json_type(node) {
         case JSON_OBJECT:
             var result: [String: JSONValue] = [:]
             result.reserveCapacity(json_object_size(node))
-            var iter = json_object_iter(node)
-            while let it = iter {
-                let keyLength = json_object_iter_key_len(it)
-                let key = json_object_iter_key(it).withMemoryRebound(to: UInt8.self, capacity: keyLength) {
-                    String(decoding: UnsafeBufferPointer(start: $0, count: keyLength), as: UTF8.self)
-                }
-                result[key] = convert(json_object_iter_value(it))
-                iter = json_object_iter_next(node, it)
+            forEachMember(of: node) { key, value in
+                result[key] = convert(value)
+                return true
             }
             return .object(result)
         case JSON_ARRAY:
@@ -99,11 +120,7 @@ public enum JSONValue: Sendable, Equatable {
             }
             return .array(items)
         case JSON_STRING:
-            let length = json_string_length(node)
-            guard let chars = json_string_value(node) else { return .string("") }
-            return chars.withMemoryRebound(to: UInt8.self, capacity: length) {
-                .string(String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self))
-            }
+            return .string(text(of: node) ?? "")
         case JSON_INTEGER:
             return .int(Int64(json_integer_value(node)))
         case JSON_REAL:

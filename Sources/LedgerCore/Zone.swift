@@ -44,18 +44,23 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         self.init(name: text, timeZone: zone)
     }
 
-    /// Whether `Zone(text)` succeeds, remembered per name: building a `TimeZone` costs more
-    /// than the rest of checking a sample, and inputs name a handful of zones. At most 4,096
-    /// names are remembered (hostile input may name many).
-    public static func isValid(_ text: String) -> Bool {
-        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return false }  // see init
-        if let known = validity.withLock({ $0[text] }) { return known }
-        let answer = Zone(text) != nil
-        validity.withLock { if $0.count < 4096 { $0[text] = answer } }
-        return answer
+    /// `Zone(text)`, remembered per name for the whole process: building a `TimeZone` costs
+    /// more than the rest of checking a sample, and inputs name a handful of zones. At most
+    /// 4,096 names are remembered (hostile input may name many). Non-ASCII names are refused
+    /// before the lookup, as `init` refuses them, because String keys compare by canonical
+    /// equivalence.
+    public static func named(_ text: String) -> Zone? {
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
+        if let remembered = known.withLock({ $0[text] }) { return remembered }
+        let zone = Zone(text)
+        known.withLock { if $0.count < 4096 { $0[text] = zone } }
+        return zone
     }
 
-    private static let validity = Mutex<[String: Bool]>([:])
+    /// Whether `Zone(text)` succeeds (through `named`'s memory).
+    public static func isValid(_ text: String) -> Bool { named(text) != nil }
+
+    private static let known = Mutex<[String: Zone?]>([:])
 
     static func looksLikeIANAName(_ text: String) -> Bool {
         if text == "UTC" || text == "GMT" { return true }

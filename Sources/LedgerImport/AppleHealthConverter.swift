@@ -125,7 +125,7 @@ public struct AppleHealthConverter: Sendable {
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
         ]
         if let unit = record.unit, !unit.isEmpty { object["unit"] = .string(unit) }
-        if let zoneName = record.metadata["HKTimeZone"], Zone(zoneName) != nil {
+        if let zoneName = record.metadata["HKTimeZone"], Zone.isValid(zoneName) {
             object["zone"] = .string(zoneName)
         } else if let zone {
             object["zone"] = .string(zone)

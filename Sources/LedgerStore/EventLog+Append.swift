@@ -98,8 +98,15 @@ extension EventLog {
     /// `recorded` is the clock's time, or the previous event's when the clock stepped back,
     /// so it never decreases along the log.
     public func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64? = nil) throws -> AppendResult {
+        try append(expectHead: expectHead) { add in
+            for (location, event) in batch { try add(location, PreparedEvent(event)) }
+        }
+    }
+
+    /// A write transaction, with LMDB's full disk reported as the ledger's.
+    private func writeToLog<R>(_ body: (Transaction) throws -> R) throws -> R {
         do {
-            return try environment.write { txn in try append(batch, expectHead: expectHead, in: txn) }
+            return try environment.write(body)
         } catch LMDBError.diskFull {
             throw LedgerError.diskFull(path: path)
         }
@@ -110,33 +117,23 @@ extension EventLog {
     /// durable. The results are in the order of `batches`.
     public func appendGroup(_ batches: [(events: [(InputLocation?, PreparedEvent)], expectHead: UInt64?)])
         throws -> [Result<AppendResult, any Error>] {
-        do {
-            return try environment.write { txn in
-                var results: [Result<AppendResult, any Error>] = []
-                for batch in batches {
-                    do {
-                        let result = try txn.nested { child in
-                            try append(expectHead: batch.expectHead, in: child) { add in
-                                for (location, prepared) in batch.events { try add(location, prepared) }
-                            }
+        try writeToLog { txn in
+            var results: [Result<AppendResult, any Error>] = []
+            for batch in batches {
+                do {
+                    let result = try txn.nested { child in
+                        try append(expectHead: batch.expectHead, in: child) { add in
+                            for (location, prepared) in batch.events { try add(location, prepared) }
                         }
-                        results.append(.success(result))
-                    } catch let error as LMDBError {
-                        throw error  // storage trouble (a full map, say) concerns the whole group
-                    } catch {
-                        results.append(.failure(error))
                     }
+                    results.append(.success(result))
+                } catch let error as LMDBError {
+                    throw error  // storage trouble (a full map, say) concerns the whole group
+                } catch {
+                    results.append(.failure(error))
                 }
-                return results
             }
-        } catch LMDBError.diskFull {
-            throw LedgerError.diskFull(path: path)
-        }
-    }
-
-    func append(_ batch: [(InputLocation?, Event)], expectHead: UInt64?, in txn: Transaction) throws -> AppendResult {
-        try append(expectHead: expectHead, in: txn) { add in
-            for (location, event) in batch { try add(location, PreparedEvent(event)) }
+            return results
         }
     }
 
@@ -145,11 +142,7 @@ extension EventLog {
     /// batch. Whatever `produce` throws aborts the whole batch.
     public func append(expectHead: UInt64? = nil,
                        _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
-        do {
-            return try environment.write { txn in try append(expectHead: expectHead, in: txn, produce) }
-        } catch LMDBError.diskFull {
-            throw LedgerError.diskFull(path: path)
-        }
+        try writeToLog { txn in try append(expectHead: expectHead, in: txn, produce) }
     }
 
     func append(expectHead: UInt64?, in txn: Transaction,

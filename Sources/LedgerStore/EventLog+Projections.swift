@@ -259,7 +259,7 @@ extension EventLog {
                 return true
             }
             if point.seq > 0 {
-                point.hash = try logTxn.withValue(events, point.seq.bigEndianBytes) { Array($0[2..<34]) } ?? []
+                point.hash = try logTxn.withValue(events, point.seq.bigEndianBytes) { RawRecord(seq: point.seq, $0).hash } ?? []
             }
         }
         _ = try fold.flush()

@@ -82,8 +82,10 @@ public final class EventLog: Sendable {
     /// derivation (which would add every sample of an export a second time).
     static let layoutWithTimeOrderedImportIDs = "3"
 
+    static let formatKey = Array("format".utf8)
+
     private func checkFormat() throws {
-        let key = Array("format".utf8)
+        let key = EventLog.formatKey
         let format = try environment.read { txn in try txn.get(meta, key) }
         switch format.map({ String(decoding: $0, as: UTF8.self) }) {
         case EventLog.layout?, EventLog.layoutWithTimeOrderedImportIDs?:
@@ -129,16 +131,14 @@ public final class EventLog: Sendable {
     /// ledgers that may hold imports made with scheme 1, so importing the same export into them
     /// again still adds nothing. An empty ledger without the setting is given scheme 2.
     public func importIDScheme() throws -> Int {
-        if let stored = try environment.read({ txn in try txn.get(meta, EventLog.importIDsKey) }) {
-            return Int(String(decoding: stored, as: UTF8.self)) ?? 1
-        }
-        return try environment.write { txn in
+        // A write transaction that writes nothing commits without touching the disk.
+        try environment.write { txn in
             if let stored = try txn.get(meta, EventLog.importIDsKey) {
                 return Int(String(decoding: stored, as: UTF8.self)) ?? 1
             }
             guard try txn.last(events) == nil else { return 1 }
             try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
-            try txn.put(meta, Array("format".utf8), Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
+            try txn.put(meta, EventLog.formatKey, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
             return EventLog.importIDSchemeForNewLedgers
         }
     }
@@ -147,7 +147,7 @@ public final class EventLog: Sendable {
     public func defaultZone() throws -> Zone {
         let name = try environment.read { txn in try txn.get(meta, Array("zone".utf8)) }
             .map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
-        return Zone(name) ?? .utc
+        return Zone.named(name) ?? .utc
     }
 
     // MARK: - Reading

@@ -185,6 +185,7 @@ struct RawRecord {
 
     var isWellFormed: Bool { bytes.count > EventRecord.headerSize && (bytes[0] == 1 || bytes[0] == 2) }
     var endsBatch: Bool { bytes[1] & 1 == 1 }
+    var hash: [UInt8] { Array(bytes[2..<34]) }
     var recorded: Timestamp {
         Timestamp(microseconds: Int64(bitPattern: UInt64(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[34..<42]))))
     }

@@ -211,6 +211,17 @@ struct ImportTests {
         }
     }
 
+    /// Makes `db` look like a ledger from before the `importIds` setting: format 2, no setting.
+    func makeFormat2WithoutImportIDs(_ db: String) throws -> (Environment, Database) {
+        let environment = try Environment(path: db)
+        let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+        try environment.write { txn in
+            _ = try txn.delete(meta, Array("importIds".utf8))
+            try txn.put(meta, Array("format".utf8), Array("2".utf8))
+        }
+        return (environment, meta)
+    }
+
     @Test("ids sort by start time in a new ledger; a ledger that had events before keeps hash-only ids")
     func idSchemes() throws {
         // Records out of time order in the file, crossing 1970 (the 48-bit prefix is biased).
@@ -248,12 +259,7 @@ struct ImportTests {
             // A ledger from before the setting existed: events, and no `importIds` in meta.
             let event = #"{"kind":"sample","type":"steps","value":1,"unit":"count","start":"2020-01-01T00:00:00Z","end":"2020-01-01T00:01:00Z","source":"x"}"#
             #expect(ledger(["append"], stdin: event, db: db).status == 0)
-            let environment = try Environment(path: db)
-            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
-            try environment.write { txn in
-                _ = try txn.delete(meta, Array("importIds".utf8))
-                try txn.put(meta, Array("format".utf8), Array("2".utf8))
-            }
+            let (environment, meta) = try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             let appended = try Timestamp.parseRFC3339("2020-01-01T00:00:00Z").0.microseconds
@@ -268,12 +274,7 @@ struct ImportTests {
             // An empty ledger of format 2 (made by an older binary) takes scheme 2 and format 3
             // at its first import.
             _ = try EventLog(path: db, create: true)
-            let environment = try Environment(path: db)
-            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
-            try environment.write { txn in
-                _ = try txn.delete(meta, Array("importIds".utf8))
-                try txn.put(meta, Array("format".utf8), Array("2".utf8))
-            }
+            let (environment, meta) = try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
             #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("3".utf8))
         }

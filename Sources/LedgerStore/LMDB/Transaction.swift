@@ -39,10 +39,8 @@ public struct Transaction {
     /// Calls `body` with the value stored under `key` while it is still in the map, or returns
     /// nil when there is none. Calls `mdb_get`.
     public func withValue<R>(_ db: Database, _ key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
-        // LMDB only reads keys and values it is given (MDB_val's pointer is not const in C):
-        // pass the arrays' own storage rather than a mutable copy of each.
         try key.withUnsafeBytes { keyBytes in
-            var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
+            var k = MDB_val(reading: keyBytes)
             var v = MDB_val()
             let code = mdb_get(handle, db.dbi, &k, &v)
             if code == MDB_NOTFOUND { return nil }
@@ -56,8 +54,8 @@ public struct Transaction {
     public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
         try key.withUnsafeBytes { keyBytes in
             try value.withUnsafeBytes { valueBytes in
-                var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
-                var v = MDB_val(mv_size: valueBytes.count, mv_data: UnsafeMutableRawPointer(mutating: valueBytes.baseAddress))
+                var k = MDB_val(reading: keyBytes)
+                var v = MDB_val(reading: valueBytes)
                 try check(mdb_put(handle, db.dbi, &k, &v, append ? UInt32(MDB_APPEND) : 0), "mdb_put")
             }
         }
@@ -67,7 +65,7 @@ public struct Transaction {
     @discardableResult
     public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
         try key.withUnsafeBytes { keyBytes in
-            var k = MDB_val(mv_size: keyBytes.count, mv_data: UnsafeMutableRawPointer(mutating: keyBytes.baseAddress))
+            var k = MDB_val(reading: keyBytes)
             let code = mdb_del(handle, db.dbi, &k, nil)
             if code == MDB_NOTFOUND { return false }
             try check(code, "mdb_del")
@@ -181,5 +179,13 @@ extension FixedWidthInteger where Self: UnsignedInteger {
 
     public init(bigEndianBytes bytes: [UInt8]) {
         self = bytes.withUnsafeBytes { Self(bigEndianBytes: $0) }
+    }
+}
+
+extension MDB_val {
+    /// Points at `bytes` for LMDB to read: it only reads the keys and values it is given
+    /// (`mv_data` is not const in C), so the arrays' own storage is passed, not a mutable copy.
+    init(reading bytes: UnsafeRawBufferPointer) {
+        self.init(mv_size: bytes.count, mv_data: UnsafeMutableRawPointer(mutating: bytes.baseAddress))
     }
 }
