@@ -136,14 +136,25 @@ extension UUID {
 
     /// Lower-case canonical text, as stored in the log.
     public var lowercased: String {
-        let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 15)])
-        }
+        writeLowercased(to: &out)
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the lower-case canonical text to `out` (no string made on the way).
+    public func writeLowercased(to out: inout [UInt8]) {
+        withUnsafeBytes(of: uuid) { bytes in
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
+                let byte = bytes[index]
+                out.append(UUID.hexDigit(byte >> 4))
+                out.append(UUID.hexDigit(byte & 15))
+            }
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? 48 + nibble : 87 + nibble
     }
 }

@@ -133,12 +133,24 @@ extension PreparedEvent {
         }
         out.append(UInt8(ascii: "{"))
         key("end", first: true); JSONValue.writeString(end, to: &out)
-        key("id"); JSONValue.writeString(id.lowercased, to: &out)
+        key("id"); out.append(UInt8(ascii: "\"")); id.writeLowercased(to: &out); out.append(UInt8(ascii: "\""))
         key("kind"); JSONValue.writeString("sample", to: &out)
         let source = sample.source
         key("source")
-        JSONValue.writeOrderedObject([("bundle", source.bundle), ("device", source.device), ("name", source.name),
-                                      ("version", source.version)].map { ($0.0, $0.1.map(JSONValue.string)) }, to: &out)
+        // As `writeOrderedObject` writes the source: its present fields in key order.
+        out.append(UInt8(ascii: "{"))
+        var firstSourceField = true
+        func sourceField(_ name: StaticString, _ value: String?) {
+            guard let value else { return }
+            key(name, first: firstSourceField)
+            firstSourceField = false
+            JSONValue.writeString(value, to: &out)
+        }
+        sourceField("bundle", source.bundle)
+        sourceField("device", source.device)
+        sourceField("name", source.name)
+        sourceField("version", source.version)
+        out.append(UInt8(ascii: "}"))
         key("start"); JSONValue.writeString(start, to: &out)
         if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
             key("syncId"); JSONValue.writeString(syncId, to: &out)

@@ -282,7 +282,18 @@ public enum EventDecoder {
     }
 
     static func containsControlCharacter(_ text: String) -> Bool {
-        text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        // In UTF-8, U+0000–U+001F and U+007F are single bytes, U+0080–U+009F are C2 80–C2 9F.
+        var text = text
+        return text.withUTF8 { bytes in
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte < 0x20 || byte == 0x7F { return true }
+                if byte == 0xC2, index + 1 < bytes.count, bytes[index + 1] >= 0x80, bytes[index + 1] <= 0x9F { return true }
+                index += 1
+            }
+            return false
+        }
     }
 
     static func number(_ object: [String: JSONValue], _ field: String, required: Bool) throws(FieldError) -> Double? {

@@ -247,24 +247,34 @@ extension JSONValue {
     }
 
     public static func writeString(_ value: String, to out: inout [UInt8]) {
+        var value = value
+        value.withUTF8 { writeString(utf8: $0, to: &out) }
+    }
+
+    /// `writeString` for text already in UTF-8 bytes.
+    public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        let utf8 = value.utf8
         // Most strings need no escaping: copy them whole.
-        if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            out.append(contentsOf: utf8)
+        var clean = true
+        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            clean = false
+            break
+        }
+        if clean {
+            out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
             return
         }
-        for byte in utf8 {
+        for byte in bytes {
             switch byte {
-            case UInt8(ascii: "\""): out.append(contentsOf: [92, 34])
-            case UInt8(ascii: "\\"): out.append(contentsOf: [92, 92])
-            case 0x0A: out.append(contentsOf: [92, UInt8(ascii: "n")])
-            case 0x0D: out.append(contentsOf: [92, UInt8(ascii: "r")])
-            case 0x09: out.append(contentsOf: [92, UInt8(ascii: "t")])
+            case UInt8(ascii: "\""): out.append(92); out.append(34)
+            case UInt8(ascii: "\\"): out.append(92); out.append(92)
+            case 0x0A: out.append(92); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(92); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(92); out.append(UInt8(ascii: "t"))
             case 0..<0x20:
-                let hex: [UInt8] = Array("0123456789abcdef".utf8)
-                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
+                let hex: (UInt8) -> UInt8 = { $0 < 10 ? 48 + $0 : 87 + $0 }
+                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex(byte >> 4), hex(byte & 15)])
             default:
                 out.append(byte)
             }

@@ -64,7 +64,8 @@ public struct AppleHealthConverter: Sendable {
         else { return nil }
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
         let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
-        let device = record.device.map(AppleHealthConverter.cleanDevice).flatMap { $0.isEmpty ? nil : $0 }
+        let cleanedDevice = record.device.map(AppleHealthConverter.cleanDevice)
+        let device = cleanedDevice.flatMap { $0.isEmpty ? nil : $0 }
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
         var zoneName: String?
@@ -82,7 +83,8 @@ public struct AppleHealthConverter: Sendable {
             syncId = given
             syncVersion = version
         }
-        let id = derivedID(record, start: startText, end: endText, valueText: valueText, sourceName: sourceName)
+        let id = derivedID(record, start: (startText, start), end: (endText, end), valueText: valueText,
+                           sourceName: sourceName, device: cleanedDevice)
         let sample = Sample(user: user, type: type, value: value, unit: unit, start: start, end: end, zone: zoneName,
                             source: SampleSource(name: sourceName, device: device, version: version),
                             syncId: syncId, syncVersion: syncVersion)
@@ -90,19 +92,59 @@ public struct AppleHealthConverter: Sendable {
         return .checkedSample(id: id, sample, start: startText, end: endText)
     }
 
-    /// The record's id (the type's documentation says what goes into it).
-    private func derivedID(_ record: HealthRecord, start: String, end: String, valueText: String, sourceName: String) -> UUID {
-        var identity: [UInt8] = Array("ledger.import.apple-health.v1".utf8)
-        for part in [user, record.type, instant(start), instant(end), valueText, record.unit ?? "", sourceName,
-                     record.sourceVersion ?? "", record.device.map(AppleHealthConverter.cleanDevice) ?? "",
-                     record.creationDate.flatMap(AppleHealthConverter.rfc3339).map(instant) ?? ""] {
+    private static let identityPrefix = Array("ledger.import.apple-health.v1".utf8)
+
+    /// The record's id (the type's documentation says what goes into it). Each date comes as
+    /// its RFC 3339 text and, when that parses, its instant; `device` is the cleaned device.
+    private func derivedID(_ record: HealthRecord, start: (text: String, instant: Timestamp?),
+                           end: (text: String, instant: Timestamp?), valueText: String, sourceName: String,
+                           device: String?) -> UUID {
+        var identity = AppleHealthConverter.identityPrefix
+        identity.reserveCapacity(320)
+        func add(_ text: String) {
             identity.append(0)
-            identity.append(contentsOf: part.utf8)
+            identity.append(contentsOf: text.utf8)
         }
-        if idScheme >= 2, let startInstant = try? Timestamp.parseRFC3339(start) {
-            return UUID.derived(milliseconds: startInstant.0.microseconds.floorDivided(by: 1000).quotient, from: identity)
+        // An instant goes in as its microseconds in decimal; text that is no instant, as it is.
+        func add(_ date: (text: String, instant: Timestamp?)) {
+            guard let instant = date.instant else { return add(date.text) }
+            identity.append(0)
+            AppleHealthConverter.appendDecimal(instant.microseconds, to: &identity)
+        }
+        add(user)
+        add(record.type)
+        add(start)
+        add(end)
+        add(valueText)
+        add(record.unit ?? "")
+        add(sourceName)
+        add(record.sourceVersion ?? "")
+        add(device ?? "")
+        if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
+            add((creation, try? Timestamp.parseRFC3339(creation).0))
+        } else {
+            add("")
+        }
+        if idScheme >= 2, let startInstant = start.instant {
+            return UUID.derived(milliseconds: startInstant.microseconds.floorDivided(by: 1000).quotient, from: identity)
         }
         return UUID.derived(from: identity)
+    }
+
+    /// `String(value)`'s bytes, without the string (16 digits would not fit a small one).
+    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes for at most 19 digits, written backwards
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[count] = UInt8(48 + magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            for index in stride(from: count - 1, through: 0, by: -1) { out.append(buffer[index]) }
+        }
     }
 
     /// The event for `record`, or nil when its type is not one the ledger keeps.
@@ -134,7 +176,9 @@ public struct AppleHealthConverter: Sendable {
             object["syncId"] = .string(syncId)
             object["syncVersion"] = .int(Int64(record.metadata["HKMetadataKeySyncVersion"] ?? "") ?? 0)
         }
-        let id = derivedID(record, start: start, end: end, valueText: valueText, sourceName: sourceName)
+        let id = derivedID(record, start: (start, try? Timestamp.parseRFC3339(start).0),
+                           end: (end, try? Timestamp.parseRFC3339(end).0), valueText: valueText,
+                           sourceName: sourceName, device: record.device.map(AppleHealthConverter.cleanDevice))
         object["id"] = .string(id.lowercased)
         do {
             return try EventDecoder.decode(.object(object))
@@ -143,28 +187,39 @@ public struct AppleHealthConverter: Sendable {
         }
     }
 
-    /// The instant of an RFC 3339 string, as microseconds, for identities.
-    private func instant(_ text: String) -> String {
-        (try? Timestamp.parseRFC3339(text)).map { String($0.0.microseconds) } ?? text
-    }
-
     /// `2017-01-22 18:57:52 +0200` (current exports) or `20141018163235+0100` (iOS 8) →
     /// `2017-01-22T18:57:52+02:00`. Nil when neither.
     static func rfc3339(_ text: String) -> String? {
-        let bytes = Array(text.utf8)
-        func digits(_ range: Range<Int>) -> Bool { range.allSatisfy { $0 < bytes.count && bytes[$0] >= 48 && bytes[$0] <= 57 } }
-        func slice(_ range: Range<Int>) -> String { String(decoding: bytes[range], as: UTF8.self) }
-        if bytes.count == 25, digits(0..<4), bytes[10] == 32, bytes[19] == 32, digits(21..<25),
-           bytes[20] == UInt8(ascii: "+") || bytes[20] == UInt8(ascii: "-") {
-            return "\(slice(0..<10))T\(slice(11..<19))\(slice(20..<23)):\(slice(23..<25))"
+        var text = text
+        let converted = text.withUTF8 { bytes -> String? in
+            func digits(_ range: Range<Int>) -> Bool { range.allSatisfy { bytes[$0] >= 48 && bytes[$0] <= 57 } }
+            func sign(_ index: Int) -> Bool { bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") }
+            func rewrite(_ layout: [Int]) -> String {
+                String(unsafeUninitializedCapacity: layout.count) { out in
+                    for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
+                    return layout.count
+                }
+            }
+            if bytes.count == 25, digits(0..<4), bytes[10] == 32, bytes[19] == 32, digits(21..<25), sign(20) {
+                return rewrite(AppleHealthConverter.currentLayout)
+            }
+            if bytes.count == 19, digits(0..<14), digits(15..<19), sign(14) {
+                return rewrite(AppleHealthConverter.legacyLayout)
+            }
+            return nil
         }
-        if bytes.count == 19, digits(0..<14), digits(15..<19),
-           bytes[14] == UInt8(ascii: "+") || bytes[14] == UInt8(ascii: "-") {
-            return "\(slice(0..<4))-\(slice(4..<6))-\(slice(6..<8))T\(slice(8..<10)):\(slice(10..<12)):\(slice(12..<14))\(slice(14..<17)):\(slice(17..<19))"
-        }
+        if let converted { return converted }
         if (try? Timestamp.parseRFC3339(text)) != nil { return text }
         return nil
     }
+
+    // Where each byte of the RFC 3339 text comes from: an index into the export's text, or a
+    // negated character to put in.
+    private static let (dash, tee, colon) = (-Int(UInt8(ascii: "-")), -Int(UInt8(ascii: "T")), -Int(UInt8(ascii: ":")))
+    /// `2017-01-22 18:57:52 +0200` → `2017-01-22T18:57:52+02:00`.
+    private static let currentLayout = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, tee, 11, 12, 13, 14, 15, 16, 17, 18, 20, 21, 22, colon, 23, 24]
+    /// `20141018163235+0100` → `2014-10-18T16:32:35+01:00`.
+    private static let legacyLayout = [0, 1, 2, 3, dash, 4, 5, dash, 6, 7, tee, 8, 9, colon, 10, 11, colon, 12, 13, 14, 15, 16, colon, 17, 18]
 
     /// `<<HKDevice: 0x174294140>, name:iPhone, …, software:10.0>` → `name:iPhone, …, software:10.0`.
     static func cleanDevice(_ text: String) -> String {

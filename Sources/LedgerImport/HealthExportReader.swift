@@ -98,20 +98,19 @@ public final class HealthExportReader {
         let line = nodeLine > 0 ? nodeLine : Int(xmlTextReaderGetParserLineNumber(reader))
         var record = HealthRecord(type: "", line: line)
         while xmlTextReaderMoveToNextAttribute(reader) == 1 {
+            // Names are compared as C strings: no Swift string is made for a name, nor for the
+            // value of an attribute the ledger does not read.
             guard let name = xmlTextReaderConstLocalName(reader) else { continue }
-            let value = string(xmlTextReaderConstValue(reader))
-            switch string(name) {
-            case "type": record.type = value
-            case "unit": record.unit = value
-            case "value": record.value = value
-            case "sourceName", "source": record.sourceName = value
-            case "sourceVersion": record.sourceVersion = value
-            case "device": record.device = value
-            case "startDate": record.startDate = value
-            case "endDate": record.endDate = value
-            case "creationDate": record.creationDate = value
-            default: break
-            }
+            let value = { self.string(xmlTextReaderConstValue(self.reader)) }
+            if equals(name, "type") { record.type = value() }
+            else if equals(name, "unit") { record.unit = value() }
+            else if equals(name, "value") { record.value = value() }
+            else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = value() }
+            else if equals(name, "sourceVersion") { record.sourceVersion = value() }
+            else if equals(name, "device") { record.device = value() }
+            else if equals(name, "startDate") { record.startDate = value() }
+            else if equals(name, "endDate") { record.endDate = value() }
+            else if equals(name, "creationDate") { record.creationDate = value() }
         }
         xmlTextReaderMoveToElement(reader)
         guard xmlTextReaderIsEmptyElement(reader) != 1 else { return record }

@@ -1,7 +1,7 @@
 import Foundation
 import LedgerCLI
 import LedgerCore
-import LedgerImport
+@testable import LedgerImport
 import LedgerStore
 import LedgerTestSupport
 import Projections
@@ -379,6 +379,37 @@ struct ImportTests {
             let bad = ledger(["import", "apple-health", path], db: db)
             #expect(bad.status == 65)
             #expect(bad.stderr.hasPrefix("Error: line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
+        }
+    }
+}
+
+@Suite("export dates and identity bytes")
+struct ExportDateTests {
+    @Test("export dates become RFC 3339 text; other text only when it already is RFC 3339")
+    func rfc3339() {
+        #expect(AppleHealthConverter.rfc3339("2017-01-22 18:57:52 +0200") == "2017-01-22T18:57:52+02:00")
+        #expect(AppleHealthConverter.rfc3339("2017-01-22 18:57:52 -0930") == "2017-01-22T18:57:52-09:30")
+        #expect(AppleHealthConverter.rfc3339("20141018163235+0100") == "2014-10-18T16:32:35+01:00")
+        #expect(AppleHealthConverter.rfc3339("20141018163235-0000") == "2014-10-18T16:32:35-00:00")
+        #expect(AppleHealthConverter.rfc3339("2017-01-22T18:57:52Z") == "2017-01-22T18:57:52Z")
+        // Shapes are rewritten as they are; whether the date exists is the parser's to say.
+        #expect(AppleHealthConverter.rfc3339("2017-02-30 18:57:52 +0200") == "2017-02-30T18:57:52+02:00")
+        for text in ["", "2017-01-22 18:57:52 0200", "2017-01-22 18:57:52 +02:00", "2017-01-22", "20141018163235 0100",
+                     "2O17-01-22 18:57:52 +0200", "2017-01-22 18:57:52 +02O0", "201410181632350100", "yesterday"] {
+            #expect(AppleHealthConverter.rfc3339(text) == nil, "\(text)")
+        }
+    }
+
+    @Test("appendDecimal writes String(value)'s bytes")
+    func decimal() {
+        var values: [Int64] = [0, 1, -1, 9, 10, -10, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
+                               -62_135_596_800_000_000, .max, .min, .max - 1, .min + 1]
+        var random = SplitMix64(seed: 5)
+        for _ in 0..<2_000 { values.append(Int64(bitPattern: random.next()) >> Int64(random.next() % 63)) }
+        for value in values {
+            var out: [UInt8] = [7]
+            AppleHealthConverter.appendDecimal(value, to: &out)
+            #expect(out == [7] + Array(String(value).utf8), "\(value)")
         }
     }
 }

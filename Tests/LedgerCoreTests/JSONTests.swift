@@ -270,3 +270,80 @@ struct JSONAccessorTests {
         #expect(JSONValue.bool(true).numberValue == nil)
     }
 }
+
+/// The byte-level helpers of the hot paths against the plain definitions they replace.
+@Suite("byte-level helpers")
+struct ByteLevelHelperTests {
+    /// Scalars around every boundary the helpers care about: C0 controls, DEL, the C1 controls
+    /// (C2 80–C2 9F in UTF-8), their neighbours (C2 A0, C3 80), quotes, backslashes, and
+    /// three- and four-byte characters.
+    static let pool: [Unicode.Scalar] = [
+        "a", "Z", "0", " ", "\"", "\\", "/", "\u{00}", "\u{08}", "\u{09}", "\u{0A}", "\u{0D}", "\u{1F}",
+        "\u{7E}", "\u{7F}", "\u{80}", "\u{85}", "\u{9F}", "\u{A0}", "\u{C2}", "\u{C0}", "é", "\u{212A}",
+        "\u{2028}", "😀",
+    ]
+
+    static func randomStrings(count: Int, seed: UInt64) -> [String] {
+        var random = SplitMix64(seed: seed)
+        return (0..<count).map { _ in
+            let length = Int(random.next() % 12)
+            var text = ""
+            for _ in 0..<length { text += String(Character(pool[Int(random.next() % UInt64(pool.count))])) }
+            return text
+        }
+    }
+
+    @Test("containsControlCharacter reads the bytes as the scalar definition reads the text")
+    func controlCharacters() {
+        for text in ByteLevelHelperTests.randomStrings(count: 5_000, seed: 11) {
+            let reference = text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
+            #expect(EventDecoder.containsControlCharacter(text) == reference, "\(Array(text.utf8))")
+        }
+        #expect(EventDecoder.containsControlCharacter("caf\u{E9}") == false)
+        #expect(EventDecoder.containsControlCharacter("x\u{85}") == true)
+        #expect(EventDecoder.containsControlCharacter("\u{A0}\u{C2}") == false)
+    }
+
+    @Test("writeString round-trips through Jansson and escapes exactly what must be escaped")
+    func writeString() throws {
+        for text in ByteLevelHelperTests.randomStrings(count: 5_000, seed: 12) {
+            var out: [UInt8] = []
+            JSONValue.writeString(text, to: &out)
+            // The escapes JSON requires, written out the long way.
+            var reference = "\""
+            for scalar in text.unicodeScalars {
+                switch scalar {
+                case "\"": reference += "\\\""
+                case "\\": reference += "\\\\"
+                case "\n": reference += "\\n"
+                case "\r": reference += "\\r"
+                case "\t": reference += "\\t"
+                case _ where scalar.value < 0x20: reference += String(format: "\\u%04x", scalar.value)
+                default: reference.unicodeScalars.append(scalar)
+                }
+            }
+            reference += "\""
+            #expect(String(decoding: out, as: UTF8.self) == reference)
+            // Jansson reads it back as the same text (it refuses \u0000 by policy).
+            if !text.contains("\u{0}") {
+                #expect(try JSONValue.parse(Array("[".utf8) + out + Array("]".utf8)) == .array([.string(text)]))
+            }
+        }
+        var out: [UInt8] = []
+        JSONValue.writeString("a\"b\\c\n\u{01}", to: &out)
+        #expect(String(decoding: out, as: UTF8.self) == #""a\"b\\c\n\u0001""#)
+    }
+
+    @Test("writeLowercased writes the UUID's canonical text in lower case")
+    func lowercasedUUID() {
+        var random = SplitMix64(seed: 13)
+        for _ in 0..<1_000 {
+            let bytes = (0..<16).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            let id = UUID(bytes: bytes)
+            var out: [UInt8] = []
+            id.writeLowercased(to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == id.uuidString.lowercased())
+            #expect(id.lowercased == id.uuidString.lowercased())
+        }
+    }
+}
