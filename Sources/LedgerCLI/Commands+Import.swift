@@ -52,6 +52,8 @@ extension Commands {
             throw CLIError.runtime(error.description)
         }
         let log = try context.openLog(arguments, create: true)
+        // An export's records take about twice their XML in the ledger.
+        try log.environment.reserve(Int(clamping: reader.progress.total) * 3)
         let converter = AppleHealthConverter(user: user, zone: zone, idScheme: try log.importIDScheme())
         var summary = ImportSummary()
         let progress = ProgressBar(sink: context.stderr)

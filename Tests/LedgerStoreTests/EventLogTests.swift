@@ -182,6 +182,26 @@ struct EventLogTests {
             let result = try log.append(try batch(Fixtures.stepsFile(count: 5_000)))
             #expect(result.appended == 5_000)
             #expect(log.environment.info.mapSize > before)
+            #expect(log.environment.rerunsAfterFullMap > 0)
+            #expect(try log.verifyChain().verified == 5_000)
+        }
+    }
+
+    @Test("reserving room first means a long batch is written once, not again after each doubling")
+    func reserveAvoidsReruns() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true, mapSize: 256 << 10)
+            let input = try batch(Fixtures.stepsFile(count: 5_000))
+            try log.environment.reserve(8 << 20)
+            let info = log.environment.info
+            #expect(info.mapSize >= (info.lastPage + 1) * log.environment.pageSize + (8 << 20))
+            #expect(info.mapSize == (256 << 10) << 6)  // doubled until it fits, no further
+            #expect(try log.append(input).appended == 5_000)
+            #expect(log.environment.rerunsAfterFullMap == 0)
+            // Reserving what is already free changes nothing.
+            let size = log.environment.info.mapSize
+            try log.environment.reserve(1 << 10)
+            #expect(log.environment.info.mapSize == size)
             #expect(try log.verifyChain().verified == 5_000)
         }
     }

@@ -26,6 +26,10 @@ public final class Environment: @unchecked Sendable {
     /// closure's result is generic and need not be `Sendable`.
     private let writeLock = NSLock()
     private let resizeLock = ReadWriteLock()
+    private let reruns = Atomic<Int>(0)
+
+    /// Write transactions run again because the map was full (see `reserve`).
+    public var rerunsAfterFullMap: Int { reruns.load(ordering: .relaxed) }
     private let databases: Mutex<[String: Database]> = Mutex([:])
 
     /// Opens (and with `create`, creates) the environment at `path`.
@@ -104,6 +108,7 @@ public final class Environment: @unchecked Sendable {
                 do {
                     return try transaction(readOnly: false, commit: true, body)
                 } catch LMDBError.mapFull {
+                    reruns.add(1, ordering: .relaxed)
                     try growMap()
                 }
             }
@@ -140,6 +145,27 @@ public final class Environment: @unchecked Sendable {
                 if let lmdb = error as? LMDBError, lmdb.call == "mdb_txn_commit" { throw error }
                 mdb_txn_abort(txn)
                 throw error
+            }
+        }
+    }
+
+    /// Grows the map, before writing, until it has room for `bytes` more than the data holds.
+    ///
+    /// A write transaction that fills the map is aborted and run again on a doubled map
+    /// (`write`), which for one long streaming transaction means decoding and writing
+    /// everything again, once per doubling. Callers that can estimate what they are about to
+    /// write (an append of a file, an import) reserve it first. The map only reserves address
+    /// space: the file grows as pages are written, not to the map's size.
+    public func reserve(_ bytes: Int) throws {
+        try writeLock.withLock {
+            let state = info
+            let used = (state.lastPage + 1) * pageSize
+            let wanted = used.addingReportingOverflow(max(0, min(bytes, 1 << 46))).partialValue
+            var next = state.mapSize
+            while next < wanted { next *= 2 }
+            guard next > state.mapSize else { return }
+            try resizeLock.withExclusive {
+                try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
             }
         }
     }
