@@ -6,8 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 Tools/deps.sh
-swift build -c release --product ledger >&2
-swift build -c release --product ledger-gen >&2
+# The Swift runtime and Foundation are linked into the binaries: each command then starts in
+# about half the time (README "Performance").
+swift build -c release --static-swift-stdlib --product ledger >&2
+swift build -c release --static-swift-stdlib --product ledger-gen >&2
 bin="$(swift build -c release --show-bin-path)"
 export LEDGER_DB="${LEDGER_DB:-$PWD/demo.db}"
 rm -rf "$LEDGER_DB"
