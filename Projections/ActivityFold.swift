@@ -55,6 +55,10 @@ public final class ActivityFold {
 
     private let store: any StateStore
     private let context: FoldContext
+    /// Whether `flush` returns the changes (SPEC §8). A replay has no use for them: it folds
+    /// into memory and queries the rows, and building each change's two rows is a good part
+    /// of a recompute.
+    private let emitsChanges: Bool
     private var calendar: DayCalendar { context.calendar }
 
     private struct DayKey: Hashable {
@@ -85,9 +89,10 @@ public final class ActivityFold {
     private var touches: [UserType: [(cause: Cause, day: Int)]] = [:]
     private var changes: [RowChange] = []
 
-    public init(store: any StateStore, context: FoldContext) {
+    public init(store: any StateStore, context: FoldContext, emitsChanges: Bool = true) {
         self.store = store
         self.context = context
+        self.emitsChanges = emitsChanges
     }
 
     // MARK: - Applying events
@@ -250,6 +255,7 @@ public final class ActivityFold {
         value.seq = cause.seq
         value.recorded = cause.recorded
         try store.put(.grants, key, value.encoded)
+        guard emitsChanges else { return }
         changes.append(RowChange(seq: cause.seq, projection: .grants,
                                  row: RowBuilder.grant(user: change.user, value),
                                  previous: previous.map { RowBuilder.grant(user: change.user, $0) }))
@@ -336,15 +342,18 @@ public final class ActivityFold {
         let daily = DailyMerge.daily(shares)
         if daily != previousDaily {
             if let daily { try store.put(.daily, keyBytes, daily.encoded) } else { try store.delete(.daily, keyBytes) }
-            changes.append(RowChange(seq: cause.seq, projection: .daily,
-                                     row: daily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) },
-                                     previous: previousDaily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) }))
+            if emitsChanges {
+                changes.append(RowChange(seq: cause.seq, projection: .daily,
+                                         row: daily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) },
+                                         previous: previousDaily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) }))
+            }
         }
 
         let previousSources = try store.get(.perSource, keyBytes).map(PerSourceValue.decode) ?? []
         let sources = DailyMerge.perSource(shares)
         if sources != previousSources {
             if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
+            guard emitsChanges else { return }
             let before = Dictionary(uniqueKeysWithValues: previousSources.map { ($0.source, $0) })
             let after = Dictionary(uniqueKeysWithValues: sources.map { ($0.source, $0) })
             for name in Set(before.keys).union(after.keys).sorted() where before[name] != after[name] {
@@ -396,6 +405,7 @@ public final class ActivityFold {
                                   seq: cause.seq, recorded: cause.recorded)
         }
         if let next { try store.put(.lastKnown, key, next.encoded) } else { try store.delete(.lastKnown, key) }
+        guard emitsChanges else { return }
         let name = try userState(userType.user).name
         changes.append(RowChange(seq: cause.seq, projection: .lastKnown,
                                  row: next.map { RowBuilder.lastKnown(user: name, type: userType.type, $0) },

@@ -107,10 +107,46 @@ public final class MemoryStateStore: StateStore {
         }
     }
 
+    /// `samples`, keyed by seq and written by a fold in seq order, is kept as sorted arrays
+    /// (appending is the usual case, a lookup is a binary search) rather than hashed: a replay
+    /// puts one record per sample, and growing and hashing a dictionary of them was a fifth
+    /// of its time.
+    private final class AppendOrderedTable {
+        var keys: [ByteKey] = []
+        var values: [[UInt8]] = []
+
+        func index(of key: ByteKey) -> Int? {
+            let index = keys.lowerBound(of: key)
+            return index < keys.count && keys[index] == key ? index : nil
+        }
+
+        func put(_ key: ByteKey, _ value: [UInt8]) {
+            if let last = keys.last, last < key {
+                keys.append(key)
+                values.append(value)
+                return
+            }
+            let index = keys.lowerBound(of: key)
+            if index < keys.count, keys[index] == key {
+                values[index] = value
+            } else {
+                keys.insert(key, at: index)
+                values.insert(value, at: index)
+            }
+        }
+
+        func delete(_ key: ByteKey) {
+            guard let index = index(of: key) else { return }
+            keys.remove(at: index)
+            values.remove(at: index)
+        }
+    }
+
     private var tables: [StateTable: Table] = [:]
+    private let samples = AppendOrderedTable()
 
     public init() {
-        for table in StateTable.allCases {
+        for table in StateTable.allCases where table != .samples {
             tables[table] = Table(groupLength: MemoryStateStore.groupLength(table))
         }
     }
@@ -125,16 +161,33 @@ public final class MemoryStateStore: StateStore {
         }
     }
 
-    public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? { tables[table]!.values[ByteKey(key)] }
+    public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? {
+        if table == .samples { return samples.index(of: ByteKey(key)).map { samples.values[$0] } }
+        return tables[table]!.values[ByteKey(key)]
+    }
 
     public func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) {
+        if table == .samples { return samples.put(ByteKey(key), value) }
         tables[table]!.put(ByteKey(key), value)
     }
 
-    public func delete(_ table: StateTable, _ key: [UInt8]) { tables[table]!.delete(ByteKey(key)) }
+    public func delete(_ table: StateTable, _ key: [UInt8]) {
+        if table == .samples { return samples.delete(ByteKey(key)) }
+        tables[table]!.delete(ByteKey(key))
+    }
 
     public func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
                      _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
+        if table == .samples {
+            let start = samples.keys.lowerBound(of: ByteKey(prefix))
+            var end = start
+            while end < samples.keys.count, samples.keys[end].bytes.starts(with: prefix) { end += 1 }
+            let range = start..<end
+            for index in (reverse ? Array(range.reversed()) : Array(range)) where try !body(samples.keys[index].bytes, samples.values[index]) {
+                return
+            }
+            return
+        }
         let store = tables[table]!
         let keys = store.keys(prefix: prefix)
         if reverse {
@@ -146,7 +199,10 @@ public final class MemoryStateStore: StateStore {
 
     /// Every entry of `table`, for comparing two stores.
     public func entries(_ table: StateTable) -> [[UInt8]: [UInt8]] {
-        Dictionary(uniqueKeysWithValues: tables[table]!.values.map { ($0.key.bytes, $0.value) })
+        if table == .samples {
+            return Dictionary(uniqueKeysWithValues: zip(samples.keys.map(\.bytes), samples.values))
+        }
+        return Dictionary(uniqueKeysWithValues: tables[table]!.values.map { ($0.key.bytes, $0.value) })
     }
 }
 

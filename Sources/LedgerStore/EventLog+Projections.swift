@@ -223,7 +223,7 @@ extension EventLog {
         let context = try environment.read { txn in try foldContext(in: txn) }
         // The replayed state lives only in memory: nothing is written anywhere.
         let store = MemoryStateStore()
-        let fold = ActivityFold(store: store, context: context)
+        let fold = ActivityFold(store: store, context: context, emitsChanges: false)
         var point = ReplayPoint(seq: 0, recorded: nil, hash: EventRecord.genesisHash)
         var ownSamples = Set<UUID>()
         try environment.read { logTxn in

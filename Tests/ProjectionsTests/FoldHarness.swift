@@ -13,13 +13,21 @@ final class FoldHarness {
     /// Each event's seq by id, as the log's `ids` gives it: corrections name their target's.
     private var seqs: [UUID: UInt64] = [:]
 
-    init(defaultZone: String = "UTC") {
+    /// Whether the folds build changes (a replay's do not).
+    let emitsChanges: Bool
+
+    init(defaultZone: String = "UTC", emitsChanges: Bool = true) {
         context = FoldContext(defaultZone: Zone(defaultZone)!)
+        self.emitsChanges = emitsChanges
     }
 
     /// Folds `lines` (NDJSON) as one batch, with `recorded` = seq seconds after 2026-01-01.
     func append(_ lines: String...) throws {
-        let fold = ActivityFold(store: store, context: context)
+        try append(lines)
+    }
+
+    func append(_ lines: [String]) throws {
+        let fold = ActivityFold(store: store, context: context, emitsChanges: emitsChanges)
         for (_, event) in try EventInput.decode(Array(lines.joined(separator: "\n").utf8)) {
             seq += 1
             seqs[event.id] = seq

@@ -30,6 +30,31 @@ struct ScenarioTests {
         #expect(rows.contains { $0.0 == Array("\u{212A}elvin".utf8) && $0.1 == 7 })
     }
 
+    @Test("a fold that builds no changes (a replay's) leaves exactly the same state")
+    func foldWithoutChanges() throws {
+        let batches: [[String]] = [
+            [#"{"kind":"profile","user":"ann","priority":{"steps":["Watch","iPhone"]}}"#,
+             sample(1, value: 600, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "iPhone"),
+             sample(2, value: 500, from: "2026-11-29T08:05:00Z", to: "2026-11-29T08:15:00Z", source: "Watch")],
+            [sample(3, value: 90, from: "2026-11-29T23:50:00Z", to: "2026-11-30T00:10:00Z", source: "iPhone"),
+             #"{"kind":"grant","user":"ann","client":"coach","read":["steps"]}"#],
+            [retract(2), amend(1, #""value":700"#),
+             #"{"kind":"profile","user":"ann","zone":"Europe/Paris"}"#,
+             #"{"kind":"revoke","user":"ann","client":"coach","read":["steps"]}"#],
+        ]
+        let full = FoldHarness(defaultZone: "UTC")
+        let quiet = FoldHarness(defaultZone: "UTC", emitsChanges: false)
+        for batch in batches {
+            try full.append(batch)
+            try quiet.append(batch)
+        }
+        #expect(full.changes.count > 5)
+        #expect(quiet.changes.isEmpty)
+        for table in StateTable.allCases {
+            #expect(full.store.entries(table) == quiet.store.entries(table), "\(table)")
+        }
+    }
+
     @Test("an iPhone and a Watch walking together are merged, not double-counted")
     func iPhoneAndWatchTogether() throws {
         let h = FoldHarness(defaultZone: "UTC")
