@@ -6,12 +6,26 @@
 #include <libxml/xmlversion.h>
 #undef LIBXML_ICU_ENABLED
 #include <libxml/xmlreader.h>
+#include <libxml/parser.h>
+#include <libxml/SAX2.h>
 #include <libxml/xmlerror.h>
 #include <libxml/globals.h>
 
 /* libxml2 prints parse errors to stderr by default; the importer reports them itself. */
 static void ledger_xml_ignore(void *ctx, const char *msg, ...) { (void)ctx; (void)msg; }
 static inline void ledger_xml_silence(void) { xmlSetGenericErrorFunc(NULL, ledger_xml_ignore); }
+/* Silences one push parser's errors (they stay readable through xmlCtxtGetLastError). */
+static void ledger_xml_ignore_structured(void *ctx, xmlErrorPtr error) { (void)ctx; (void)error; }
+static inline void ledger_xml_silence_handler(xmlSAXHandler *sax) {
+    sax->serror = ledger_xml_ignore_structured;
+    sax->error = ledger_xml_ignore;
+    sax->warning = ledger_xml_ignore;
+    sax->fatalError = ledger_xml_ignore;
+}
+/* The line the parser is at (the end of the start tag, in a start-element callback). */
+static inline int ledger_xml_line(xmlParserCtxtPtr context) {
+    return (context != NULL && context->input != NULL) ? context->input->line : 0;
+}
 /* xmlFree is a global function pointer, which Swift 6 treats as shared mutable state. */
 static inline void ledger_xml_free(void *pointer) { xmlFree(pointer); }
 #endif

@@ -35,107 +35,152 @@ public struct HealthRecord: Sendable, Equatable {
     }
 }
 
-/// Streams the top-level `<Record>` elements of an `export.xml` with libxml2's reader
-/// (`xmlTextReader`), never holding more than one record. Records nested in a `<Correlation>`
-/// are skipped: Apple writes each of them again at top level.
+/// Streams the `<Record>` elements of an `export.xml` with libxml2's SAX2 push parser: the
+/// file is fed in chunks, and each record is built from the attribute values libxml2 hands the
+/// start-element callback (pointers into its buffer), so no document node is built and only the
+/// attributes the ledger reads become strings. Never more than one chunk's records are held.
+/// Records nested in a `<Correlation>` are skipped: Apple writes each of them again at top level.
 public final class HealthExportReader {
     private let stream: ExportStream
-    private var reader: xmlTextReaderPtr?
+    private var parser: xmlParserCtxtPtr?
     private let path: String
-    private var correlationDepth: Int?
+    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
+
+    // What the callbacks build, read by `next()`.
+    fileprivate var ready: [HealthRecord] = []
+    private var readyIndex = 0
+    fileprivate var current: HealthRecord?
+    fileprivate var currentDepth = 0
+    fileprivate var depth = 0
+    fileprivate var correlations = 0
+    private var ended = false
+    private var failure: ImportError?
 
     /// Opens `path` (an `export.xml` or the `export.zip` holding it).
     public init(path: String) throws {
         self.path = path
         stream = try ExportStream(path: path)
         ledger_xml_silence()
-        let context = Unmanaged.passUnretained(stream).toOpaque()
-        let options = Int32(XML_PARSE_NONET.rawValue | XML_PARSE_HUGE.rawValue | XML_PARSE_NOBLANKS.rawValue)
-        reader = xmlReaderForIO({ context, buffer, length in
-            guard let context, let buffer else { return -1 }
-            let stream = Unmanaged<ExportStream>.fromOpaque(context).takeUnretainedValue()
-            return Int32(buffer.withMemoryRebound(to: UInt8.self, capacity: Int(length)) {
-                stream.read(into: $0, capacity: Int(length))
-            })
-        }, nil, context, path, nil, options)
-        guard reader != nil else { throw ImportError.cannotOpen(path: path, reason: "libxml2 could not start reading it") }
+        var sax = xmlSAXHandler()
+        sax.initialized = UInt32(XML_SAX2_MAGIC)
+        sax.startElementNs = { context, name, _, _, _, _, count, _, attributes in
+            guard let context, let name else { return }
+            Unmanaged<HealthExportReader>.fromOpaque(context).takeUnretainedValue()
+                .start(name, attributes: attributes, count: Int(count))
+        }
+        sax.endElementNs = { context, name, _, _ in
+            guard let context, let name else { return }
+            Unmanaged<HealthExportReader>.fromOpaque(context).takeUnretainedValue().end(name)
+        }
+        ledger_xml_silence_handler(&sax)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        parser = xmlCreatePushParserCtxt(&sax, context, nil, 0, path)
+        guard let parser else { throw ImportError.cannotOpen(path: path, reason: "libxml2 could not start reading it") }
+        xmlCtxtUseOptions(parser, Int32(XML_PARSE_NONET.rawValue | XML_PARSE_HUGE.rawValue | XML_PARSE_NOBLANKS.rawValue))
     }
 
     deinit {
-        xmlFreeTextReader(reader)
+        if let parser {
+            if let document = parser.pointee.myDoc { xmlFreeDoc(document) }
+            xmlFreeParserCtxt(parser)
+        }
     }
 
     /// Uncompressed bytes of XML read so far, and in all.
     public var progress: (read: Int64, total: Int64) { (stream.bytesRead, stream.totalBytes) }
 
-    /// The next top-level record, or nil at the end of the document.
-    /// Throws `ImportError.malformed` with the line when the XML is broken or truncated.
+    /// The next record, or nil at the end of the document. Throws `ImportError.malformed`
+    /// with the line when the XML is broken or truncated, after the records before the break.
     public func next() throws -> HealthRecord? {
-        while true {
-            let status = xmlTextReaderRead(reader)
-            if status == 0 { return nil }
-            if status < 0 { throw malformed() }
-            let nodeType = xmlTextReaderNodeType(reader)
-            let depth = Int(xmlTextReaderDepth(reader))
-            guard let namePointer = xmlTextReaderConstLocalName(reader) else { continue }
-            if nodeType == Int32(XML_READER_TYPE_END_ELEMENT.rawValue) {
-                if let start = correlationDepth, depth == start, equals(namePointer, "Correlation") { correlationDepth = nil }
-                continue
+        while readyIndex == ready.count {
+            ready.removeAll(keepingCapacity: true)
+            readyIndex = 0
+            if ended {
+                if let failure { throw failure }
+                return nil
             }
-            guard nodeType == Int32(XML_READER_TYPE_ELEMENT.rawValue) else { continue }
-            if equals(namePointer, "Correlation") {
-                if xmlTextReaderIsEmptyElement(reader) != 1 { correlationDepth = depth }
-                continue
-            }
-            guard correlationDepth == nil, equals(namePointer, "Record") else { continue }
-            return try readRecord(depth: depth)
+            feed()
+        }
+        readyIndex += 1
+        return ready[readyIndex - 1]
+    }
+
+    /// Hands the parser the next chunk (or the end of the input); its callbacks fill `ready`.
+    private func feed() {
+        let count = buffer.withUnsafeMutableBufferPointer { stream.read(into: $0.baseAddress!, capacity: $0.count) }
+        if count < 0 {
+            ended = true
+            failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: "the file could not be read")
+            return
+        }
+        let status = buffer.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { xmlParseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
+        }
+        if status != 0 || parser?.pointee.wellFormed == 0 {
+            ended = true
+            failure = malformed()
+        } else if count == 0 {
+            ended = true
         }
     }
 
-    private func readRecord(depth: Int) throws -> HealthRecord {
-        // The node's own line: the parser's line may already be past it.
-        let nodeLine = xmlTextReaderCurrentNode(reader).map { Int(xmlGetLineNo($0)) } ?? 0
-        let line = nodeLine > 0 ? nodeLine : Int(xmlTextReaderGetParserLineNumber(reader))
-        var record = HealthRecord(type: "", line: line)
-        while xmlTextReaderMoveToNextAttribute(reader) == 1 {
-            // Names are compared as C strings: no Swift string is made for a name, nor for the
-            // value of an attribute the ledger does not read.
-            guard let name = xmlTextReaderConstLocalName(reader) else { continue }
-            let value = { self.string(xmlTextReaderConstValue(self.reader)) }
-            if equals(name, "type") { record.type = value() }
-            else if equals(name, "unit") { record.unit = value() }
-            else if equals(name, "value") { record.value = value() }
-            else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = value() }
-            else if equals(name, "sourceVersion") { record.sourceVersion = value() }
-            else if equals(name, "device") { record.device = value() }
-            else if equals(name, "startDate") { record.startDate = value() }
-            else if equals(name, "endDate") { record.endDate = value() }
-            else if equals(name, "creationDate") { record.creationDate = value() }
+    fileprivate func start(_ name: UnsafePointer<xmlChar>, attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?, count: Int) {
+        depth += 1
+        if current != nil {
+            // Inside a record only its own MetadataEntry children count.
+            guard depth == currentDepth + 1, equals(name, "MetadataEntry"), let attributes else { return }
+            var key: String?
+            var value: String?
+            for index in 0..<count {
+                guard let attribute = attributes[index * 5] else { continue }
+                if equals(attribute, "key") { key = string(attributes, index) }
+                else if equals(attribute, "value") { value = string(attributes, index) }
+            }
+            if let key, let value { current!.metadata[key] = value }
+            return
         }
-        xmlTextReaderMoveToElement(reader)
-        guard xmlTextReaderIsEmptyElement(reader) != 1 else { return record }
-        // Children: MetadataEntry key/value pairs, until the record's end tag.
-        while true {
-            let status = xmlTextReaderRead(reader)
-            if status == 0 { return record }
-            if status < 0 { throw malformed() }
-            let nodeType = xmlTextReaderNodeType(reader)
-            let childDepth = Int(xmlTextReaderDepth(reader))
-            if nodeType == Int32(XML_READER_TYPE_END_ELEMENT.rawValue), childDepth == depth { return record }
-            guard nodeType == Int32(XML_READER_TYPE_ELEMENT.rawValue), childDepth == depth + 1,
-                  let name = xmlTextReaderConstLocalName(reader), equals(name, "MetadataEntry") else { continue }
-            if let key = xmlTextReaderGetAttribute(reader, "key"), let value = xmlTextReaderGetAttribute(reader, "value") {
-                record.metadata[string(key)] = string(value)
-                ledger_xml_free(key)
-                ledger_xml_free(value)
+        if equals(name, "Correlation") {
+            correlations += 1
+            return
+        }
+        guard correlations == 0, equals(name, "Record") else { return }
+        var record = HealthRecord(type: "", line: Int(ledger_xml_line(parser)))
+        if let attributes {
+            // Names are compared as C strings: no Swift string is made for a name, nor for
+            // the value of an attribute the ledger does not read.
+            for index in 0..<count {
+                guard let name = attributes[index * 5] else { continue }
+                if equals(name, "type") { record.type = string(attributes, index) }
+                else if equals(name, "unit") { record.unit = string(attributes, index) }
+                else if equals(name, "value") { record.value = string(attributes, index) }
+                else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = string(attributes, index) }
+                else if equals(name, "sourceVersion") { record.sourceVersion = string(attributes, index) }
+                else if equals(name, "device") { record.device = string(attributes, index) }
+                else if equals(name, "startDate") { record.startDate = string(attributes, index) }
+                else if equals(name, "endDate") { record.endDate = string(attributes, index) }
+                else if equals(name, "creationDate") { record.creationDate = string(attributes, index) }
             }
         }
+        current = record
+        currentDepth = depth
+    }
+
+    fileprivate func end(_ name: UnsafePointer<xmlChar>) {
+        defer { depth -= 1 }
+        if let record = current {
+            if depth == currentDepth {
+                ready.append(record)
+                current = nil
+            }
+            return
+        }
+        if equals(name, "Correlation"), correlations > 0 { correlations -= 1 }
     }
 
     private func malformed() -> ImportError {
-        var line = Int(xmlTextReaderGetParserLineNumber(reader))
+        var line = Int(ledger_xml_line(parser))
         var message = "the XML is malformed"
-        if let error = xmlGetLastError() {
+        if let error = xmlCtxtGetLastError(parser) ?? xmlGetLastError() {
             if let text = error.pointee.message {
                 message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
             }
@@ -149,14 +194,31 @@ public final class HealthExportReader {
                UnsafeRawPointer(name.utf8Start).assumingMemoryBound(to: CChar.self)) == 0
     }
 
-    private func string(_ pointer: UnsafePointer<xmlChar>?) -> String {
-        guard let pointer else { return "" }
-        return String(cString: pointer)
+    /// The value of the `index`-th attribute: libxml2 gives it as the bytes from its 4th to
+    /// its 5th pointer, with character references and predefined entities replaced except
+    /// `&amp;`, which it keeps as `&#38;` when not told to substitute entities (and it is not:
+    /// an export's DTD is dropped, and entity substitution stays off so no file can turn it
+    /// on). A raw `&` cannot appear in XML text, so every `&#38;` here stands for one `&`.
+    private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> String {
+        guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return "" }
+        let bytes = UnsafeBufferPointer(start: start, count: end - start)
+        guard bytes.contains(UInt8(ascii: "&")) else { return String(decoding: bytes, as: UTF8.self) }
+        var decoded: [UInt8] = []
+        decoded.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "&"), bytes[index...].starts(with: HealthExportReader.escapedAmpersand) {
+                decoded.append(UInt8(ascii: "&"))
+                index += HealthExportReader.escapedAmpersand.count
+            } else {
+                decoded.append(bytes[index])
+                index += 1
+            }
+        }
+        return String(decoding: decoded, as: UTF8.self)
     }
 
-    private func string(_ pointer: UnsafeMutablePointer<xmlChar>) -> String {
-        String(cString: pointer)
-    }
+    private static let escapedAmpersand = Array("&#38;".utf8)
 }
 
 /// Why an import stopped.
