@@ -156,6 +156,9 @@ final class ExportStream {
                 index += 1
             case .inside:
                 // The internal subset ends with "]>" (or the DOCTYPE with ">" when it has none).
+                // Its line breaks stay (as blank lines, which XML allows before the root), so
+                // the parser's line numbers are the file's.
+                if bytes[index] == 0x0A { out.append(0x0A) }
                 if bytes[index] == UInt8(ascii: "[") { doctypeHasSubset = true }
                 if bytes[index] == UInt8(ascii: ">"), !doctypeHasSubset || previousDoctypeByte == UInt8(ascii: "]") {
                     doctype = .done

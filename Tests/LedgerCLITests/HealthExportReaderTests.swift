@@ -62,6 +62,33 @@ struct HealthExportReaderTests {
         #expect(legacy.line == 13)
     }
 
+    @Test("after a DOCTYPE of many lines, records and breaks keep the file's line numbers")
+    func linesAfterDoctype() throws {
+        let path = try write("""
+        <?xml version="1.0" encoding="UTF-8"?>
+        <!DOCTYPE HealthData [
+        <!ELEMENT HealthData (ExportDate,Me,(Record|Correlation)*)>
+        <!ATTLIST Record
+          type CDATA #REQUIRED
+          value CDATA #IMPLIED
+        >
+        ]>
+        <HealthData locale="en_US">
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" value="1"/>
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" value="2"<
+        </HealthData>
+        """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let reader = try HealthExportReader(path: path)
+        #expect(try reader.next()?.line == 10)
+        #expect {
+            _ = try reader.next()
+        } throws: { error in
+            guard case ImportError.malformed(_, let line, _) = error else { return false }
+            return line == 11
+        }
+    }
+
     @Test("lines are counted past 65,535, and a break names its line after the records before it")
     func longFileBreaks() throws {
         var text = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData>\n"
