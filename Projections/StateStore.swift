@@ -111,14 +111,18 @@ public final class MemoryStateStore: StateStore {
     /// (appending is the usual case, a lookup is a binary search) rather than hashed: a replay
     /// puts one record per sample, and growing and hashing a dictionary of them was a fifth
     /// of its time.
+    /// A delete (a retraction, a superseded sync version) leaves a tombstone rather than
+    /// shifting the arrays, so many deletes stay cheap; a put of the same key reuses it.
     private final class AppendOrderedTable {
         var keys: [ByteKey] = []
-        var values: [[UInt8]] = []
+        var values: [[UInt8]?] = []
 
         func index(of key: ByteKey) -> Int? {
             let index = keys.lowerBound(of: key)
             return index < keys.count && keys[index] == key ? index : nil
         }
+
+        func get(_ key: ByteKey) -> [UInt8]? { index(of: key).flatMap { values[$0] } }
 
         func put(_ key: ByteKey, _ value: [UInt8]) {
             if let last = keys.last, last < key {
@@ -137,8 +141,18 @@ public final class MemoryStateStore: StateStore {
 
         func delete(_ key: ByteKey) {
             guard let index = index(of: key) else { return }
-            keys.remove(at: index)
-            values.remove(at: index)
+            values[index] = nil
+        }
+
+        /// Live entries whose key starts with `prefix`, in key order.
+        func entries(prefix: [UInt8]) -> [(key: [UInt8], value: [UInt8])] {
+            var index = keys.lowerBound(of: ByteKey(prefix))
+            var found: [(key: [UInt8], value: [UInt8])] = []
+            while index < keys.count, keys[index].bytes.starts(with: prefix) {
+                if let value = values[index] { found.append((keys[index].bytes, value)) }
+                index += 1
+            }
+            return found
         }
     }
 
@@ -162,7 +176,7 @@ public final class MemoryStateStore: StateStore {
     }
 
     public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? {
-        if table == .samples { return samples.index(of: ByteKey(key)).map { samples.values[$0] } }
+        if table == .samples { return samples.get(ByteKey(key)) }
         return tables[table]!.values[ByteKey(key)]
     }
 
@@ -179,13 +193,8 @@ public final class MemoryStateStore: StateStore {
     public func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
                      _ body: ([UInt8], [UInt8]) throws -> Bool) throws {
         if table == .samples {
-            let start = samples.keys.lowerBound(of: ByteKey(prefix))
-            var end = start
-            while end < samples.keys.count, samples.keys[end].bytes.starts(with: prefix) { end += 1 }
-            let range = start..<end
-            for index in (reverse ? Array(range.reversed()) : Array(range)) where try !body(samples.keys[index].bytes, samples.values[index]) {
-                return
-            }
+            let found = samples.entries(prefix: prefix)
+            for entry in reverse ? Array(found.reversed()) : found where try !body(entry.key, entry.value) { return }
             return
         }
         let store = tables[table]!
@@ -200,7 +209,7 @@ public final class MemoryStateStore: StateStore {
     /// Every entry of `table`, for comparing two stores.
     public func entries(_ table: StateTable) -> [[UInt8]: [UInt8]] {
         if table == .samples {
-            return Dictionary(uniqueKeysWithValues: zip(samples.keys.map(\.bytes), samples.values))
+            return Dictionary(uniqueKeysWithValues: samples.entries(prefix: []).map { ($0.key, $0.value) })
         }
         return Dictionary(uniqueKeysWithValues: tables[table]!.values.map { ($0.key.bytes, $0.value) })
     }

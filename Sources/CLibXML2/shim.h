@@ -15,7 +15,11 @@
 static void ledger_xml_ignore(void *ctx, const char *msg, ...) { (void)ctx; (void)msg; }
 static inline void ledger_xml_silence(void) { xmlSetGenericErrorFunc(NULL, ledger_xml_ignore); }
 /* Silences one push parser's errors (they stay readable through xmlCtxtGetLastError). */
+#if LIBXML_VERSION >= 21200
+static void ledger_xml_ignore_structured(void *ctx, const xmlError *error) { (void)ctx; (void)error; }
+#else
 static void ledger_xml_ignore_structured(void *ctx, xmlErrorPtr error) { (void)ctx; (void)error; }
+#endif
 static inline void ledger_xml_silence_handler(xmlSAXHandler *sax) {
     sax->serror = ledger_xml_ignore_structured;
     sax->error = ledger_xml_ignore;

@@ -52,8 +52,10 @@ extension Commands {
             throw CLIError.runtime(error.description)
         }
         let log = try context.openLog(arguments, create: true)
-        // An export's records take about twice their XML in the ledger.
-        try log.environment.reserve(Int(clamping: reader.progress.total) * 3)
+        // An export's records take about twice their XML in the ledger. (`reserve` caps what
+        // it takes; a zip's stated size is the archive's word, so multiply without trapping.)
+        let (estimate, overflow) = Int(clamping: reader.progress.total).multipliedReportingOverflow(by: 3)
+        try log.environment.reserve(overflow ? Int.max : estimate)
         let converter = AppleHealthConverter(user: user, zone: zone, idScheme: try log.importIDScheme())
         var summary = ImportSummary()
         let progress = ProgressBar(sink: context.stderr)

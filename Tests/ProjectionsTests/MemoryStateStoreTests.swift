@@ -40,6 +40,11 @@ struct MemoryStateStoreTests {
                 let victim = keys[Int(random.next() % UInt64(keys.count))]
                 store.delete(table, victim)
                 model[victim] = nil
+                if random.next() % 3 == 0 {
+                    // Written again after its delete (a sample amended back, say).
+                    store.put(table, victim, [9, UInt8(step & 255)])
+                    model[victim] = [9, UInt8(step & 255)]
+                }
             default:
                 let probe = keys.isEmpty || random.next() % 2 == 0 ? next : keys[Int(random.next() % UInt64(keys.count))]
                 #expect(store.get(table, probe) == model[probe])

@@ -156,19 +156,26 @@ public final class Environment: @unchecked Sendable {
     /// everything again, once per doubling. Callers that can estimate what they are about to
     /// write (an append of a file, an import) reserve it first. The map only reserves address
     /// space: the file grows as pages are written, not to the map's size.
+    /// At most `reserveLimit` is reserved in one call: an estimate is only an estimate (a zip
+    /// archive states its own uncompressed size), and a write that needs more still grows
+    /// the map the slow way.
     public func reserve(_ bytes: Int) throws {
         try writeLock.withLock {
-            let state = info
-            let used = (state.lastPage + 1) * pageSize
-            let wanted = used.addingReportingOverflow(max(0, min(bytes, 1 << 46))).partialValue
-            var next = state.mapSize
-            while next < wanted { next *= 2 }
-            guard next > state.mapSize else { return }
+            // Read and set under the exclusive lock: a reader adopting a map another process
+            // grew (`transaction`) must not slip between the two.
             try resizeLock.withExclusive {
+                let state = info
+                let used = (state.lastPage + 1) * pageSize
+                let wanted = used + max(0, min(bytes, Environment.reserveLimit))
+                var next = state.mapSize
+                while next < wanted { next *= 2 }
+                guard next > state.mapSize else { return }
                 try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
             }
         }
     }
+
+    public static let reserveLimit = 1 << 40
 
     /// Doubles the map. Called with the write lock held and no write transaction open; waits
     /// for this process's readers to finish (`mdb_env_set_mapsize` requires none active).
