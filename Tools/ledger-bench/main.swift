@@ -97,7 +97,7 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
 
 func mb(_ bytes: Int) -> String { String(format: "%.0f MB", Double(bytes) / 1e6) }
 func rate(_ count: Int, _ seconds: Double) -> String { String(format: "%.0f/s", Double(count) / seconds) }
-func secs(_ value: Double) -> String { value < 0.01 ? String(format: "%.2f ms", value * 1000) : String(format: "%.2f s", value) }
+func secs(_ value: Double) -> String { value < 0.1 ? String(format: "%.1f ms", value * 1000) : String(format: "%.2f s", value) }
 func micros(_ value: Double) -> String { String(format: "%.1f µs", value * 1e6) }
 
 struct Row {
