@@ -26,7 +26,14 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
     /// `2026-11-29T00:00:00.250Z`. Lower-case `t`/`z` are accepted as RFC 3339 allows.
     /// Returns the instant and the offset in seconds east of UTC.
     public static func parseRFC3339(_ text: String) throws(ParseError) -> (Timestamp, offset: Int) {
-        var utf8 = Array(text.utf8)
+        var text = text
+        return try text.withUTF8 { bytes in
+            Result { () throws(ParseError) in try parseRFC3339(utf8: bytes) }
+        }.get()
+    }
+
+    /// `parseRFC3339` over the text's UTF-8 bytes (no copy of them is made).
+    public static func parseRFC3339(utf8: UnsafeBufferPointer<UInt8>) throws(ParseError) -> (Timestamp, offset: Int) {
         if utf8.count < 20 { throw .malformed }
         func digits(_ from: Int, _ count: Int) throws(ParseError) -> Int {
             var value = 0
@@ -36,15 +43,17 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
             }
             return value
         }
-        func expect(_ index: Int, _ chars: String) throws(ParseError) {
-            guard index < utf8.count, chars.utf8.contains(utf8[index]) else { throw .malformed }
+        func expect(_ index: Int, _ char: Unicode.Scalar, or other: Unicode.Scalar? = nil) throws(ParseError) {
+            guard index < utf8.count,
+                  utf8[index] == UInt8(ascii: char) || other.map({ utf8[index] == UInt8(ascii: $0) }) == true
+            else { throw .malformed }
         }
         let year = try digits(0, 4)
         try expect(4, "-")
         let month = try digits(5, 2)
         try expect(7, "-")
         let day = try digits(8, 2)
-        try expect(10, "Tt")
+        try expect(10, "T", or: "t")
         let hour = try digits(11, 2)
         try expect(13, ":")
         let minute = try digits(14, 2)
@@ -79,7 +88,6 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
             throw .malformed
         }
         guard index == utf8.count else { throw .malformed }
-        utf8.removeAll()
         guard CivilDate.isValid(year: year, month: month, day: day),
               hour <= 23, minute <= 59, second <= 59
         else { throw .impossible }

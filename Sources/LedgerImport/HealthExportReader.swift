@@ -46,9 +46,9 @@ public final class HealthExportReader {
     private let path: String
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
 
-    // What the callbacks build, read by `next()`.
+    // What the callbacks build, read by `next()` (from the back, once reversed, so each
+    // record is moved out rather than copied).
     fileprivate var ready: [HealthRecord] = []
-    private var readyIndex = 0
     fileprivate var current: HealthRecord?
     fileprivate var currentDepth = 0
     fileprivate var depth = 0
@@ -92,17 +92,15 @@ public final class HealthExportReader {
     /// The next record, or nil at the end of the document. Throws `ImportError.malformed`
     /// with the line when the XML is broken or truncated, after the records before the break.
     public func next() throws -> HealthRecord? {
-        while readyIndex == ready.count {
-            ready.removeAll(keepingCapacity: true)
-            readyIndex = 0
+        while ready.isEmpty {
             if ended {
                 if let failure { throw failure }
                 return nil
             }
             feed()
+            ready.reverse()
         }
-        readyIndex += 1
-        return ready[readyIndex - 1]
+        return ready.popLast()
     }
 
     /// Hands the parser the next chunk (or the end of the input); its callbacks fill `ready`.
