@@ -88,6 +88,10 @@ public final class ActivityFold {
     /// Per user and type, every (event, day) the batch touched: for `last-known`'s cause.
     private var touches: [UserType: [(cause: Cause, day: Int)]] = [:]
     private var changes: [RowChange] = []
+    /// The last user and zone looked up: consecutive events nearly always share them, and
+    /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
+    private var lastUser: (name: String, id: UInt32)?
+    private var lastZone: (name: String, zone: Zone)?
 
     public init(store: any StateStore, context: FoldContext, emitsChanges: Bool = true) {
         self.store = store
@@ -150,7 +154,13 @@ public final class ActivityFold {
             user.zones.append(zoneName)
             setUserState(record.user, user)
         }
-        let zone = calendar.zone(named: zoneName)
+        let zone: Zone
+        if let last = lastZone, last.name.utf8.elementsEqual(zoneName.utf8) {
+            zone = last.zone
+        } else {
+            zone = calendar.zone(named: zoneName)
+            lastZone = (zoneName, zone)
+        }
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
         let entry = BucketEntry(id: record.id, source: record.source, zone: zoneName, start: record.start.microseconds,
                                 end: record.end.microseconds, value: record.canonicalValue)
@@ -288,6 +298,7 @@ public final class ActivityFold {
         users.removeAll()
         dirtyUsers.removeAll()
         userIDs.removeAll()
+        lastUser = nil
         buckets.removeAll()
         dirtyDays.removeAll()
         touches.removeAll()
@@ -438,6 +449,13 @@ public final class ActivityFold {
 
     /// The user's id, assigned in order of first appearance.
     private func userID(for name: String) throws -> UInt32 {
+        if let last = lastUser, last.name.utf8.elementsEqual(name.utf8) { return last.id }
+        let id = try lookUpUserID(for: name)
+        lastUser = (name, id)
+        return id
+    }
+
+    private func lookUpUserID(for name: String) throws -> UInt32 {
         let bytes = Array(name.utf8)
         if let id = userIDs[bytes] { return id }
         let nameKey = StateKey.userName(name)
