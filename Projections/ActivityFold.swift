@@ -396,7 +396,7 @@ public final class ActivityFold {
             let day = StateKey.parseDay(key).day
             if lastDay == nil { lastDay = day }
             guard day >= lastDay! - 2 else { return false }
-            let end = BucketEntry.decode(value).map(\.end).max()
+            let end = BucketEntry.latestEnd(value)
             if let end, end > (latestEnd ?? .min) { latestEnd = end }
             return true
         }

@@ -207,6 +207,23 @@ struct BucketEntry: Equatable {
                         start: reader.i64(), end: reader.i64(), value: reader.f64())
         }
     }
+
+    /// `decode(bytes).map(\.end).max()` without making the entries (no strings): what
+    /// `last-known` needs from each recent bucket after every batch.
+    static func latestEnd(_ bytes: [UInt8]) -> Int64? {
+        var reader = ByteReader(bytes)
+        var latest: Int64?
+        for _ in 0..<reader.u32() {
+            reader.offset += 16
+            reader.offset += Int(reader.u32())
+            reader.offset += Int(reader.u32())
+            reader.offset += 8
+            let end = reader.i64()
+            reader.offset += 8
+            if end > (latest ?? .min) { latest = end }
+        }
+        return latest
+    }
 }
 
 /// A `daily` row's numbers.
