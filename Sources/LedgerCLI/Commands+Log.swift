@@ -43,7 +43,8 @@ extension Commands {
         Reads NDJSON (one event per line), one JSON object, or an array of objects, from FILE or \
         standard input. The whole input is one batch: if any event is invalid nothing is written, \
         and the error names the line (or array index) and the field. Re-sending an event already \
-        in the log is a duplicate, not a second event.
+        in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
+        with the input: split a file near the machine's memory into several appends.
         """,
         arguments: [("FILE", "A file of events, or - for standard input (the default).")],
         options: [helpOption, dbOption,
@@ -57,7 +58,8 @@ extension Commands {
         let source = arguments.positionals.first ?? "-"
         let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
         // Events are parsed, checked, written and folded as a stream inside one write
-        // transaction, so memory stays flat however long the input. A batch refused anywhere
+        // transaction (no list of decoded events; the transaction's pages and the batch's
+        // days still grow with the input, README "Decisions"). A batch refused anywhere
         // (malformed line 900,000, a conflict, a correction of an unknown sample) aborts that
         // transaction: nothing is committed, and a ledger this command created is removed.
         // Input that holds no event at all is refused before the ledger is opened.

@@ -237,7 +237,8 @@ struct HelpTests {
         Reads NDJSON (one event per line), one JSON object, or an array of objects, from FILE or \
         standard input. The whole input is one batch: if any event is invalid nothing is written, \
         and the error names the line (or array index) and the field. Re-sending an event already \
-        in the log is a duplicate, not a second event.
+        in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
+        with the input: split a file near the machine's memory into several appends.
 
         USAGE: ledger append [FILE|-] [--db PATH] [--expect-head N]
 
