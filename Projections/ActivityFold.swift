@@ -51,7 +51,9 @@ public final class ActivityFold {
     /// 3: midnights of zones without rules (UTC, ±HH:MM) are counted straight back on the
     /// proleptic Gregorian calendar, as `day(of:)` counts, where Foundation switched to the
     /// Julian calendar before 1582: rows of samples before then may differ from version 2's.
-    public static let version = 3
+    /// 4: source names are told apart by their bytes, as user names are: two spellings of one
+    /// name (a precomposed and a decomposed "é") were one per-source row and one source.
+    public static let version = 4
 
     private let store: any StateStore
     private let context: FoldContext
@@ -130,7 +132,7 @@ public final class ActivityFold {
             }
             try store.put(.sync, key, StateKey.position(seq))
         }
-        if !(user.sources[sample.type]?.contains(sample.source.name) ?? false) {
+        if !(user.sources[sample.type]?.contains(where: { sameName($0, sample.source.name) }) ?? false) {
             user.sources[sample.type, default: []].append(sample.source.name)
             setUserState(userID, user)
         }
@@ -365,8 +367,9 @@ public final class ActivityFold {
         if sources != previousSources {
             if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
             guard emitsChanges else { return }
-            let before = Dictionary(uniqueKeysWithValues: previousSources.map { ($0.source, $0) })
-            let after = Dictionary(uniqueKeysWithValues: sources.map { ($0.source, $0) })
+            // By bytes, as per-source rows are told apart (`sameName`).
+            let before = Dictionary(uniqueKeysWithValues: previousSources.map { (ByteKey(Array($0.source.utf8)), $0) })
+            let after = Dictionary(uniqueKeysWithValues: sources.map { (ByteKey(Array($0.source.utf8)), $0) })
             for name in Set(before.keys).union(after.keys).sorted() where before[name] != after[name] {
                 changes.append(RowChange(seq: cause.seq, projection: .perSource,
                                          row: after[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) },

@@ -68,7 +68,7 @@ enum DailyMerge {
 
         var total = 0.0
         var samples = 0
-        var sources = Set<String>()
+        var sources = Set<ByteKey>()  // by bytes: see `sameName`
         for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
@@ -83,14 +83,14 @@ enum DailyMerge {
                 total += won[position] == duration ? share.value : share.value * Double(won[position]) / Double(duration)
             }
             samples += 1
-            sources.insert(share.source)
+            sources.insert(ByteKey(Array(share.source.utf8)))
         }
         return DailyValue(value: total, samples: samples, sources: sources.count)
     }
 
     /// `per-source`: each source's samples summed over their share of the day, not merged.
     static func perSource(_ shares: [DayShare]) -> [PerSourceValue] {
-        var bySource: [String: PerSourceValue] = [:]
+        var bySource: [ByteKey: PerSourceValue] = [:]
         for share in shares where share.isTarget {
             let part: Double
             if share.isInstant {
@@ -100,8 +100,9 @@ enum DailyMerge {
                 let inside = share.clippedEnd - share.clippedStart
                 part = inside == duration ? share.value : share.value * Double(inside) / Double(duration)
             }
-            bySource[share.source, default: PerSourceValue(source: share.source, value: 0, samples: 0)].value += part
-            bySource[share.source]!.samples += 1
+            let key = ByteKey(Array(share.source.utf8))
+            bySource[key, default: PerSourceValue(source: share.source, value: 0, samples: 0)].value += part
+            bySource[key]!.samples += 1
         }
         return bySource.values.sorted { $0.source.utf8.lexicographicallyPrecedes($1.source.utf8) }
     }

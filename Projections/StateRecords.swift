@@ -105,9 +105,9 @@ struct UserState: Equatable {
     /// by first appearance.
     func rank(of source: String, type: QuantityType) -> Int {
         let list = priority[type] ?? []
-        if let index = list.firstIndex(of: source) { return index }
+        if let index = list.firstIndex(where: { sameName($0, source) }) { return index }
         let seen = sources[type] ?? []
-        return list.count + (seen.firstIndex(of: source) ?? seen.count)
+        return list.count + (seen.firstIndex(where: { sameName($0, source) }) ?? seen.count)
     }
 }
 
@@ -361,4 +361,11 @@ struct GrantValue: Equatable {
         seq = reader.u64()
         recorded = reader.i64()
     }
+}
+
+/// Whether two names (of users, sources) are the same name: the same bytes, as the log and the
+/// state keys store them. Swift's `==` on strings is canonical equivalence, which would make
+/// "Café" precomposed and decomposed one source.
+func sameName(_ a: String, _ b: String) -> Bool {
+    a.utf8.elementsEqual(b.utf8)
 }

@@ -30,6 +30,24 @@ struct ScenarioTests {
         #expect(rows.contains { $0.0 == Array("\u{212A}elvin".utf8) && $0.1 == 7 })
     }
 
+    @Test("source names that are canonically equivalent but spelled differently stay two sources")
+    func lookAlikeSources() throws {
+        // "Café" with a precomposed é and with e + combining acute: Swift's String equality
+        // calls them equal; the log keeps both spellings, and so must the projections.
+        let h = FoldHarness(defaultZone: "UTC")
+        try h.append(
+            sample(1, value: 100, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "Caf\u{E9}"),
+            sample(2, value: 40, from: "2026-11-29T09:00:00Z", to: "2026-11-29T09:10:00Z", source: "Cafe\u{301}"))
+        let rows = try h.rows(.perSource).map { (Array($0.values["source"]!.stringValue!.utf8), $0.values["value"]!.numberValue!) }
+        #expect(rows.count == 2)
+        #expect(rows.contains { $0.0 == Array("Caf\u{E9}".utf8) && $0.1 == 100 })
+        #expect(rows.contains { $0.0 == Array("Cafe\u{301}".utf8) && $0.1 == 40 })
+        // Two sources, no overlap: daily sums both.
+        let day = try #require(try dailyRow(h, "ann", "2026-11-29"))
+        #expect(day.number("value") == 140)
+        #expect(day.number("sources") == 2)
+    }
+
     @Test("a fold that builds no changes (a replay's) leaves exactly the same state")
     func foldWithoutChanges() throws {
         let batches: [[String]] = [
