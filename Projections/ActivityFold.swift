@@ -324,15 +324,23 @@ public final class ActivityFold {
             if a.end != b.end { return a.end < b.end }
             return a.id.precedes(b.id)
         }
-        // Entries of one day nearly always share one zone: look its window up once.
+        // Entries of one day nearly always share one zone, and run in long stretches of one
+        // source: look the window and the rank up only when they change.
         var window: (zone: String, start: Int64, end: Int64)?
+        var lastRank: (source: String, rank: Int)?
+        func rank(_ source: String) -> Int {
+            if let lastRank, sameName(lastRank.source, source) { return lastRank.rank }
+            let found = user.rank(of: source, type: key.type)
+            lastRank = (source, found)
+            return found
+        }
         var shares = ordered.enumerated().map { position, entry -> DayShare in
             if window?.zone != entry.zone {
                 let found = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
                 window = (entry.zone, found.start, found.end)
             }
             let window = window!
-            return DayShare(index: position, source: entry.source, rank: user.rank(of: entry.source, type: key.type),
+            return DayShare(index: position, source: entry.source, rank: rank(entry.source),
                             start: entry.start, end: entry.end, value: entry.value,
                             clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))
         }
@@ -345,7 +353,7 @@ public final class ActivityFold {
                 for entry in buckets[neighbour] ?? [] where !seen.contains(entry.id) {
                     seen.insert(entry.id)
                     shares.append(DayShare(index: shares.count, isTarget: false, source: entry.source,
-                                           rank: user.rank(of: entry.source, type: key.type), start: entry.start,
+                                           rank: rank(entry.source), start: entry.start,
                                            end: entry.end, value: entry.value, clippedStart: entry.start, clippedEnd: entry.end))
                 }
             }
