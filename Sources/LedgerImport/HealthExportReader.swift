@@ -53,6 +53,7 @@ public final class HealthExportReader {
     fileprivate var currentDepth = 0
     fileprivate var depth = 0
     fileprivate var correlations = 0
+    fileprivate var sawElement = false
     private var ended = false
     private var failure: ImportError?
 
@@ -116,7 +117,7 @@ public final class HealthExportReader {
         }
         if status != 0 || parser?.pointee.wellFormed == 0 {
             ended = true
-            failure = malformed()
+            failure = malformed(atEnd: count == 0)
         } else if count == 0 {
             ended = true
         }
@@ -124,6 +125,7 @@ public final class HealthExportReader {
 
     fileprivate func start(_ name: UnsafePointer<xmlChar>, attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?, count: Int) {
         depth += 1
+        sawElement = true
         if current != nil {
             // Inside a record only its own MetadataEntry children count.
             guard depth == currentDepth + 1, equals(name, "MetadataEntry"), let attributes else { return }
@@ -175,14 +177,25 @@ public final class HealthExportReader {
         if equals(name, "Correlation"), correlations > 0 { correlations -= 1 }
     }
 
-    private func malformed() -> ImportError {
+    /// The parser's error as one line. At the end of the input libxml2's push parser reports
+    /// any unfinished document as "Extra content at the end of the document"; that is said
+    /// plainly instead: no document at all, or one cut off inside an element.
+    private func malformed(atEnd: Bool) -> ImportError {
         var line = Int(ledger_xml_line(parser))
         var message = "the XML is malformed"
         if let error = xmlCtxtGetLastError(parser) ?? xmlGetLastError() {
             if let text = error.pointee.message {
-                message = String(cString: text).trimmingCharacters(in: .whitespacesAndNewlines)
+                message = String(cString: text).split(whereSeparator: \.isNewline)
+                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
             }
             if error.pointee.line > 0 { line = Int(error.pointee.line) }
+            if atEnd, error.pointee.code == Int32(XML_ERR_DOCUMENT_END.rawValue) {
+                if !sawElement {
+                    message = "the file holds no XML document"
+                } else if depth > 0 {
+                    message = "the file ends inside the document, in an element left open (is it truncated?)"
+                }
+            }
         }
         return ImportError.malformed(path: path, line: line, message: message)
     }

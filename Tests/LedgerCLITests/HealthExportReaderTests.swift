@@ -89,6 +89,32 @@ struct HealthExportReaderTests {
         }
     }
 
+    @Test("hostile files: empty, cut off, not UTF-8, content after the end — each a one-line error naming its line")
+    func hostileFiles() throws {
+        let cases: [(text: [UInt8], line: Int, message: String)] = [
+            ([], 1, "the file holds no XML document"),
+            (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record type=\"t\" value=\"1\">\n".utf8), 3,
+             "the file ends inside the document, in an element left open (is it truncated?)"),
+            (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record sourceName=\"caf".utf8) + [0xE9] + Array("\"/>\n</HealthData>\n".utf8), 3,
+             "Input is not proper UTF-8, indicate encoding !; Bytes: 0xE9 0x22 0x2F 0x3E"),
+            (Array("<?xml version=\"1.0\"?>\n<HealthData>\n</HealthData>\n<Record type=\"t\"/>\n".utf8), 4,
+             "Extra content at the end of the document"),
+        ]
+        for (text, line, message) in cases {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).xml").path
+            FileManager.default.createFile(atPath: path, contents: Data(text))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            #expect {
+                _ = try readAll(path)
+            } throws: { error in
+                guard case ImportError.malformed(_, let gotLine, let gotMessage) = error else { return false }
+                #expect(gotLine == line, "\(gotMessage)")
+                #expect(gotMessage == message)
+                return !gotMessage.contains("\n")
+            }
+        }
+    }
+
     @Test("lines are counted past 65,535, and a break names its line after the records before it")
     func longFileBreaks() throws {
         var text = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData>\n"
