@@ -68,7 +68,7 @@ enum DailyMerge {
 
         var total = 0.0
         var samples = 0
-        var sources = Set<ByteKey>()  // by bytes: see `sameName`
+        var sources: [String] = []  // distinct by bytes (`sameName`); a day has a few
         for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
@@ -83,14 +83,14 @@ enum DailyMerge {
                 total += won[position] == duration ? share.value : share.value * Double(won[position]) / Double(duration)
             }
             samples += 1
-            sources.insert(ByteKey(Array(share.source.utf8)))
+            if !sources.contains(where: { sameName($0, share.source) }) { sources.append(share.source) }
         }
         return DailyValue(value: total, samples: samples, sources: sources.count)
     }
 
     /// `per-source`: each source's samples summed over their share of the day, not merged.
     static func perSource(_ shares: [DayShare]) -> [PerSourceValue] {
-        var bySource: [ByteKey: PerSourceValue] = [:]
+        var bySource: [PerSourceValue] = []  // by bytes (`sameName`); a day has a few sources
         for share in shares where share.isTarget {
             let part: Double
             if share.isInstant {
@@ -100,10 +100,14 @@ enum DailyMerge {
                 let inside = share.clippedEnd - share.clippedStart
                 part = inside == duration ? share.value : share.value * Double(inside) / Double(duration)
             }
-            let key = ByteKey(Array(share.source.utf8))
-            bySource[key, default: PerSourceValue(source: share.source, value: 0, samples: 0)].value += part
-            bySource[key]!.samples += 1
+            var index = bySource.firstIndex { sameName($0.source, share.source) }
+            if index == nil {
+                bySource.append(PerSourceValue(source: share.source, value: 0, samples: 0))
+                index = bySource.count - 1
+            }
+            bySource[index!].value += part
+            bySource[index!].samples += 1
         }
-        return bySource.values.sorted { $0.source.utf8.lexicographicallyPrecedes($1.source.utf8) }
+        return bySource.sorted { $0.source.utf8.lexicographicallyPrecedes($1.source.utf8) }
     }
 }
