@@ -57,10 +57,10 @@ enum DailyMerge {
             }
             guard cursor < boundaries.count, !active.isEmpty else { continue }
             let next = boundaries[cursor].time
-            let best = active.map { shares[$0].rank }.min()!
+            var best = Int.max
+            for position in active where shares[position].rank < best { best = shares[position].rank }
             for position in active where shares[position].rank == best && shares[position].isTarget {
-                let share = shares[position]
-                if time >= share.clippedStart, next <= share.clippedEnd {
+                if time >= shares[position].clippedStart, next <= shares[position].clippedEnd {
                     won[position] += next - time
                 }
             }
