@@ -264,6 +264,12 @@ struct PerSourceValue: Equatable {
     var value: Double
     var samples: Int
 
+    /// Sources compare by their bytes (`sameName`): the synthesized `==` would call two
+    /// spellings of one name equal, and a row would keep the old spelling.
+    static func == (a: PerSourceValue, b: PerSourceValue) -> Bool {
+        sameName(a.source, b.source) && a.value == b.value && a.samples == b.samples
+    }
+
     static func encode(_ values: [PerSourceValue]) -> [UInt8] {
         var writer = ByteWriter()
         writer.u32(UInt32(values.count))
@@ -361,11 +367,4 @@ struct GrantValue: Equatable {
         seq = reader.u64()
         recorded = reader.i64()
     }
-}
-
-/// Whether two names (of users, sources) are the same name: the same bytes, as the log and the
-/// state keys store them. Swift's `==` on strings is canonical equivalence, which would make
-/// "Café" precomposed and decomposed one source.
-func sameName(_ a: String, _ b: String) -> Bool {
-    a.utf8.elementsEqual(b.utf8)
 }

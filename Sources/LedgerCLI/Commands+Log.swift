@@ -136,7 +136,7 @@ extension Commands {
             if case .correction(let correction) = event.payload {
                 eventUser = try userOfSample[correction.target] ?? targetUser(of: correction, in: log)
             }
-            if let user, eventUser != user { return true }
+            if let user, !sameName(eventUser, user) { return true }
             printed += 1
             switch format {
             case .ndjson:

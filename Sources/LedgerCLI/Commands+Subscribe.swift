@@ -72,7 +72,7 @@ extension Commands {
             if eventsOnly {
                 for record in try log.records(after: cursor, limit: 1024) {
                     let event = try record.typedEvent()
-                    if let user = filter.user, event.payload.user != user { cursor = record.seq; continue }
+                    if let user = filter.user, !sameName(event.payload.user, user) { cursor = record.seq; continue }
                     if let type = filter.type, case .sample(let sample) = event.payload, sample.type != type {
                         cursor = record.seq
                         continue

@@ -235,7 +235,7 @@ public enum EventDecoder {
                         throw FieldError("priority.\(type.rawValue)", "'priority.\(type.rawValue)' must hold source names, got \(item.typeName)")
                     }
                     try checkName(sourceName, field: "priority.\(type.rawValue)")
-                    guard !names.contains(sourceName) else {
+                    guard !names.contains(where: { sameName($0, sourceName) }) else {
                         throw FieldError("priority.\(type.rawValue)", "'priority.\(type.rawValue)' names '\(clip(sourceName))' twice")
                     }
                     names.append(sourceName)

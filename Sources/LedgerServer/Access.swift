@@ -24,14 +24,14 @@ struct Access: Sendable {
             // A grants row: visible to the client it names (grants changes are rare; parse it).
             guard let object = (try? JSONValue.parse(change.json))?.objectValue else { return false }
             let row = object["row"]?.objectValue ?? object["previous"]?.objectValue
-            return row?["client"]?.stringValue == client.name
+            return row?["client"]?.stringValue.map { sameName($0, client.name) } ?? false
         }
         return mayRead(user: change.user, type: type, client: client)
     }
 
     func mayRead(_ row: Row, client: APIClient?) -> Bool {
         guard let client, !client.admin else { return true }
-        if row.projection == .grants { return row.values["client"]?.stringValue == client.name }
+        if row.projection == .grants { return row.values["client"]?.stringValue.map { sameName($0, client.name) } ?? false }
         guard let user = row.values["user"]?.stringValue,
               let type = row.values["type"]?.stringValue.flatMap(QuantityType.init(name:)) else { return false }
         return mayRead(user: user, type: type, client: client)

@@ -27,7 +27,7 @@ public struct ChangeFilter: Sendable, Equatable {
 
     public func matches(_ change: StoredChange) -> Bool {
         if let projection, projection != change.projection { return false }
-        if let user, user != change.user { return false }
+        if let user, !sameName(user, change.user) { return false }
         if let type, let changeType = change.type, type != changeType { return false }
         return true
     }

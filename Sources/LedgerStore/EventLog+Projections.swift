@@ -226,6 +226,8 @@ extension EventLog {
         let fold = ActivityFold(store: store, context: context, emitsChanges: false)
         var point = ReplayPoint(seq: 0, recorded: nil, hash: EventRecord.genesisHash)
         var ownSamples = Set<UUID>()
+        // By bytes, as the rows are keyed (`sameName`), not by the strings' canonical equivalence.
+        let userBytes = users.map { Set($0.map { Array($0.utf8) }) }
         try environment.read { logTxn in
             try logTxn.scan(events) { key, value in
                 let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
@@ -239,7 +241,7 @@ extension EventLog {
                 if let users {
                     func concerns(_ subject: EventSubject) -> Bool {
                         switch subject {
-                        case .user(let name): users.contains(name)
+                        case .user(let name): userBytes!.contains(Array(name.utf8))
                         case .target(let id): ownSamples.contains(id)
                         }
                     }
@@ -278,7 +280,8 @@ extension EventLog {
                 let live = try rows(projection, filter: RowFilter())
                 let expected = try fresh.rows(projection, filter: RowFilter())
                 for (index, row) in expected.enumerated() {
-                    guard index < live.count, live[index] == row else {
+                    // By their bytes: `Row`'s `==` compares strings by canonical equivalence.
+                guard index < live.count, live[index].jsonBytes == row.jsonBytes else {
                         throw LedgerError.projectionMismatch(projection: projection.rawValue,
                                                              row: String(decoding: row.jsonBytes, as: UTF8.self))
                     }

@@ -215,6 +215,22 @@ struct CommandTests {
 
 @Suite("Help and usage errors")
 struct HelpTests {
+    @Test("--user picks a user by the bytes of the name, as projections do")
+    func userFilterByBytes() throws {
+        try withTemporaryLedger { db in
+            // "Kelvin" with an ASCII K and with the Kelvin sign: equal as Swift strings.
+            let input = ["Kelvin", "\u{212A}elvin"].map { user in
+                #"{"kind":"sample","user":"\#(user)","type":"steps","value":5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#
+            }.joined(separator: "\n")
+            #expect(ledger(["append"], stdin: input, db: db).status == 0)
+            let log = ledger(["log", "--user", "Kelvin", "--format", "ndjson"], db: db)
+            #expect(log.status == 0)
+            #expect(log.stdout.split(separator: "\n").count == 1, "\(log.stdout)")
+            let rows = ledger(["project", "daily-steps", "--user", "Kelvin", "--format", "ndjson"], db: db)
+            #expect(rows.stdout.split(separator: "\n").count == 1, "\(rows.stdout)")
+        }
+    }
+
     @Test("help, --help and --version print to stdout and exit 0")
     func help() {
         for arguments in [["help"], ["--help"], ["-h"], []] {

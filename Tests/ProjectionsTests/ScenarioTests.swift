@@ -46,6 +46,27 @@ struct ScenarioTests {
         let day = try #require(try dailyRow(h, "ann", "2026-11-29"))
         #expect(day.number("value") == 140)
         #expect(day.number("sources") == 2)
+
+        // Across batches: one spelling's sample retracted, the other's added with the same
+        // value. The per-source row must change its name (and say so), as one batch would.
+        let k = FoldHarness(defaultZone: "UTC")
+        try k.append(sample(1, value: 5, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "Caf\u{E9}"))
+        try k.append(retract(1), sample(2, value: 5, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "Cafe\u{301}"))
+        let names = try k.rows(.perSource).map { Array($0.values["source"]!.stringValue!.utf8) }
+        #expect(names == [Array("Cafe\u{301}".utf8)])
+        #expect(k.changes.contains { $0.projection == .perSource && $0.seq == 3 })
+    }
+
+    @Test("a priority list may name both spellings of a source; each is ranked by its own bytes")
+    func priorityBySpelling() throws {
+        let h = FoldHarness(defaultZone: "UTC")
+        try h.append(
+            #"{"kind":"profile","user":"ann","priority":{"steps":["Cafe\u0301","Caf\u00e9"]}}"#,
+            sample(1, value: 100, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "Caf\u{E9}"),
+            sample(2, value: 40, from: "2026-11-29T08:00:00Z", to: "2026-11-29T08:10:00Z", source: "Cafe\u{301}"))
+        // The decomposed spelling is listed first, so it wins the shared ten minutes.
+        let day = try #require(try dailyRow(h, "ann", "2026-11-29"))
+        #expect(day.number("value") == 40)
     }
 
     @Test("a fold that builds no changes (a replay's) leaves exactly the same state")
