@@ -92,8 +92,8 @@ public final class ActivityFold {
     private var changes: [RowChange] = []
     /// The last user and zone looked up: consecutive events nearly always share them, and
     /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
-    private var lastUser: (name: String, id: UInt32)?
-    private var lastZone: (name: String, zone: Zone)?
+    private var lastUser = LastLookup<UInt32>()
+    private var lastZone = LastLookup<Zone>()
 
     public init(store: any StateStore, context: FoldContext, emitsChanges: Bool = true) {
         self.store = store
@@ -156,13 +156,7 @@ public final class ActivityFold {
             user.zones.append(zoneName)
             setUserState(record.user, user)
         }
-        let zone: Zone
-        if let last = lastZone, last.name.utf8.elementsEqual(zoneName.utf8) {
-            zone = last.zone
-        } else {
-            zone = calendar.zone(named: zoneName)
-            lastZone = (zoneName, zone)
-        }
+        let zone = lastZone.value(for: zoneName, calendar.zone(named:))
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
         let entry = BucketEntry(id: record.id, source: record.source, zone: zoneName, start: record.start.microseconds,
                                 end: record.end.microseconds, value: record.canonicalValue)
@@ -300,7 +294,7 @@ public final class ActivityFold {
         users.removeAll()
         dirtyUsers.removeAll()
         userIDs.removeAll()
-        lastUser = nil
+        lastUser = LastLookup()
         buckets.removeAll()
         dirtyDays.removeAll()
         touches.removeAll()
@@ -327,13 +321,8 @@ public final class ActivityFold {
         // Entries of one day nearly always share one zone, and run in long stretches of one
         // source: look the window and the rank up only when they change.
         var window: (zone: String, start: Int64, end: Int64)?
-        var lastRank: (source: String, rank: Int)?
-        func rank(_ source: String) -> Int {
-            if let lastRank, sameName(lastRank.source, source) { return lastRank.rank }
-            let found = user.rank(of: source, type: key.type)
-            lastRank = (source, found)
-            return found
-        }
+        var lastRank = LastLookup<Int>()
+        func rank(_ source: String) -> Int { lastRank.value(for: source) { user.rank(of: $0, type: key.type) } }
         var shares = ordered.enumerated().map { position, entry -> DayShare in
             if window?.zone != entry.zone {
                 let found = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
@@ -460,10 +449,7 @@ public final class ActivityFold {
 
     /// The user's id, assigned in order of first appearance.
     private func userID(for name: String) throws -> UInt32 {
-        if let last = lastUser, last.name.utf8.elementsEqual(name.utf8) { return last.id }
-        let id = try lookUpUserID(for: name)
-        lastUser = (name, id)
-        return id
+        try lastUser.value(for: name, lookUpUserID)
     }
 
     private func lookUpUserID(for name: String) throws -> UInt32 {
@@ -501,5 +487,19 @@ public final class ActivityFold {
     private func setUserState(_ id: UInt32, _ state: UserState) {
         users[id] = state
         dirtyUsers.insert(id)
+    }
+}
+
+/// The last name looked up and what it gave: consecutive events nearly always name the same
+/// user, zone and source, and the full lookup hashes the name or searches a list. Names
+/// compare by their bytes (`sameName`).
+private struct LastLookup<Value> {
+    private var last: (name: String, value: Value)?
+
+    mutating func value(for name: String, _ lookUp: (String) throws -> Value) rethrows -> Value {
+        if let last, sameName(last.name, name) { return last.value }
+        let value = try lookUp(name)
+        last = (name, value)
+        return value
     }
 }

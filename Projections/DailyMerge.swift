@@ -100,13 +100,13 @@ enum DailyMerge {
                 let inside = share.clippedEnd - share.clippedStart
                 part = inside == duration ? share.value : share.value * Double(inside) / Double(duration)
             }
-            var index = bySource.firstIndex { sameName($0.source, share.source) }
-            if index == nil {
-                bySource.append(PerSourceValue(source: share.source, value: 0, samples: 0))
-                index = bySource.count - 1
+            if let index = bySource.firstIndex(where: { sameName($0.source, share.source) }) {
+                bySource[index].value += part
+                bySource[index].samples += 1
+            } else {
+                // A sum that starts at zero (so a -0 part is stored as 0, as it always was).
+                bySource.append(PerSourceValue(source: share.source, value: 0 + part, samples: 1))
             }
-            bySource[index!].value += part
-            bySource[index!].samples += 1
         }
         return bySource.sorted { $0.source.utf8.lexicographicallyPrecedes($1.source.utf8) }
     }

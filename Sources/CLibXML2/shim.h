@@ -5,7 +5,6 @@
  * pointers to them pass through), so hide ICU from the headers. */
 #include <libxml/xmlversion.h>
 #undef LIBXML_ICU_ENABLED
-#include <libxml/xmlreader.h>
 #include <libxml/parser.h>
 #include <libxml/SAX2.h>
 #include <libxml/xmlerror.h>
@@ -30,6 +29,4 @@ static inline void ledger_xml_silence_handler(xmlSAXHandler *sax) {
 static inline int ledger_xml_line(xmlParserCtxtPtr context) {
     return (context != NULL && context->input != NULL) ? context->input->line : 0;
 }
-/* xmlFree is a global function pointer, which Swift 6 treats as shared mutable state. */
-static inline void ledger_xml_free(void *pointer) { xmlFree(pointer); }
 #endif

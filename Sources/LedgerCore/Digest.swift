@@ -26,6 +26,16 @@ public enum Digest {
         return out
     }
 
+    /// SHA-256 of the concatenation of byte ranges read in place.
+    public static func sha256(buffers: [UnsafeRawBufferPointer]) -> [UInt8] {
+        var context = SHA256_CTX()
+        SHA256_Init(&context)
+        for buffer in buffers { _ = SHA256_Update(&context, buffer.baseAddress, buffer.count) }
+        var out = [UInt8](repeating: 0, count: byteCount)
+        SHA256_Final(&out, &context)
+        return out
+    }
+
     /// Fills `count` bytes from OpenSSL's CSPRNG (`RAND_bytes`, seeded by the operating system).
     public static func randomBytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
@@ -148,13 +158,14 @@ extension UUID {
             for index in 0..<16 {
                 if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
                 let byte = bytes[index]
-                out.append(UUID.hexDigit(byte >> 4))
-                out.append(UUID.hexDigit(byte & 15))
+                out.append(hexDigit(byte >> 4))
+                out.append(hexDigit(byte & 15))
             }
         }
     }
+}
 
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? 48 + nibble : 87 + nibble
-    }
+/// The lower-case hex digit of a nibble: UUIDs' text and JSON's `\u00XX` escapes.
+func hexDigit(_ nibble: UInt8) -> UInt8 {
+    nibble < 10 ? 48 + nibble : 87 + nibble
 }

@@ -273,8 +273,7 @@ extension JSONValue {
             case 0x0D: out.append(92); out.append(UInt8(ascii: "r"))
             case 0x09: out.append(92); out.append(UInt8(ascii: "t"))
             case 0..<0x20:
-                let hex: (UInt8) -> UInt8 = { $0 < 10 ? 48 + $0 : 87 + $0 }
-                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hex(byte >> 4), hex(byte & 15)])
+                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hexDigit(byte >> 4), hexDigit(byte & 15)])
             default:
                 out.append(byte)
             }

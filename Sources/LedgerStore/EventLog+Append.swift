@@ -163,9 +163,9 @@ extension EventLog {
         // batch can carry the batch-end flag.
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
         func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8]), endsBatch: Bool) throws {
-            let record = EventRecord(seq: item.seq, recorded: recorded, endsBatch: endsBatch,
-                                     body: item.body, typed: item.typed, previousHash: previousHash)
-            try txn.put(events, item.seq.bigEndianBytes, record.encoded, append: true)
+            let record = EventRecord.chained(seq: item.seq, recorded: recorded, endsBatch: endsBatch,
+                                             body: item.body, typed: item.typed, previousHash: previousHash)
+            try txn.put(events, item.seq.bigEndianBytes, record.bytes, append: true)
             previousHash = record.hash
         }
 

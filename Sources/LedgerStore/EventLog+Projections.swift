@@ -281,7 +281,7 @@ extension EventLog {
                 let expected = try fresh.rows(projection, filter: RowFilter())
                 for (index, row) in expected.enumerated() {
                     // By their bytes: `Row`'s `==` compares strings by canonical equivalence.
-                guard index < live.count, live[index].jsonBytes == row.jsonBytes else {
+                    guard index < live.count, live[index].jsonBytes == row.jsonBytes else {
                         throw LedgerError.projectionMismatch(projection: projection.rawValue,
                                                              row: String(decoding: row.jsonBytes, as: UTF8.self))
                     }

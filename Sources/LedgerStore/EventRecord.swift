@@ -53,29 +53,52 @@ public struct EventRecord: Sendable, Equatable {
 
     /// Builds the record for `event` (canonical JSON `body`) at `seq`, chaining it to `previousHash`.
     public init(seq: UInt64, recorded: Timestamp, endsBatch: Bool, body: [UInt8], typed: [UInt8], previousHash: [UInt8]) {
-        self.init(seq: seq, recorded: recorded, endsBatch: endsBatch, hash: [], body: body, typed: typed)
-        self.hash = chainHash(previous: previousHash)
+        let hash = EventRecord.chained(seq: seq, recorded: recorded, endsBatch: endsBatch, body: body, typed: typed,
+                                       previousHash: previousHash).hash
+        self.init(seq: seq, recorded: recorded, endsBatch: endsBatch, hash: hash, body: body, typed: typed)
+    }
+
+    /// The stored bytes of a new record chained to `previousHash`, and its hash: the bytes are
+    /// built once, for the hash and for storing (the append path).
+    static func chained(seq: UInt64, recorded: Timestamp, endsBatch: Bool, body: [UInt8], typed: [UInt8],
+                        previousHash: [UInt8]) -> (bytes: [UInt8], hash: [UInt8]) {
+        var bytes = EventRecord(seq: seq, recorded: recorded, endsBatch: endsBatch, hash: genesisHash,
+                                body: body, typed: typed).encoded
+        let hash = chainHash(previous: previousHash, seq: seq, stored: bytes)
+        bytes.replaceSubrange(2..<34, with: hash)
+        return (bytes, hash)
     }
 
     var flags: UInt8 { endsBatch ? 1 : 0 }
 
-    /// The record's bytes after the hash, in order, unjoined: `recorded`, then (format 2) the
-    /// JSON's length, the JSON and the typed event, or (format 1) the JSON.
-    private var tail: [[UInt8]] {
-        let recordedBytes = UInt64(bitPattern: recorded.microseconds).bigEndianBytes
-        return format >= 2 ? [recordedBytes, UInt32(body.count).bigEndianBytes, body, typed] : [recordedBytes, body]
-    }
-
     /// SHA-256 of `previous` ‖ `seq` ‖ every byte of the record but the format and the hash.
     public func chainHash(previous: [UInt8]) -> [UInt8] {
-        Digest.sha256(parts: [previous, seq.bigEndianBytes, [flags]] + tail)
+        EventRecord.chainHash(previous: previous, seq: seq, stored: encoded)
     }
 
+    /// The chain hash over a record's stored bytes: its flags (byte 1) and everything after
+    /// the hash (byte 34 on).
+    private static func chainHash(previous: [UInt8], seq: UInt64, stored: [UInt8]) -> [UInt8] {
+        previous.withUnsafeBytes { previous in
+            withUnsafeBytes(of: seq.bigEndian) { seq in
+                stored.withUnsafeBytes { record in
+                    Digest.sha256(buffers: [previous, seq, UnsafeRawBufferPointer(rebasing: record[1..<2]),
+                                            UnsafeRawBufferPointer(rebasing: record[34...])])
+                }
+            }
+        }
+    }
+
+    /// `recorded`, then (format 2) the JSON's length, the JSON and the typed event, or (format
+    /// 1) the JSON, after the format, the flags and the hash.
     public var encoded: [UInt8] {
         var out: [UInt8] = [format, flags]
         out.reserveCapacity(EventRecord.headerSize + 4 + body.count + typed.count)
         out += hash
-        for part in tail { out += part }
+        out += UInt64(bitPattern: recorded.microseconds).bigEndianBytes
+        if format >= 2 { out += UInt32(body.count).bigEndianBytes }
+        out += body
+        if format >= 2 { out += typed }
         return out
     }
 

@@ -109,7 +109,7 @@ public final class Environment: @unchecked Sendable {
                     return try transaction(readOnly: false, commit: true, body)
                 } catch LMDBError.mapFull {
                     reruns.add(1, ordering: .relaxed)
-                    try growMap()
+                    try growMap { mapSize, _ in mapSize * 2 }
                 }
             }
         }
@@ -161,28 +161,27 @@ public final class Environment: @unchecked Sendable {
     /// the map the slow way.
     public func reserve(_ bytes: Int) throws {
         try writeLock.withLock {
-            // Read and set under the exclusive lock: a reader adopting a map another process
-            // grew (`transaction`) must not slip between the two.
-            try resizeLock.withExclusive {
-                let state = info
-                let used = (state.lastPage + 1) * pageSize
+            try growMap { mapSize, used in
                 let wanted = used + max(0, min(bytes, Environment.reserveLimit))
-                var next = state.mapSize
+                var next = mapSize
                 while next < wanted { next *= 2 }
-                guard next > state.mapSize else { return }
-                try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
+                return next
             }
         }
     }
 
     public static let reserveLimit = 1 << 40
 
-    /// Doubles the map. Called with the write lock held and no write transaction open; waits
-    /// for this process's readers to finish (`mdb_env_set_mapsize` requires none active).
-    private func growMap() throws {
+    /// Sets the map to `size(current map size, bytes in use)` when that is larger. Called with
+    /// the write lock held and no write transaction open; waits for this process's readers to
+    /// finish (`mdb_env_set_mapsize` requires none active). The size is read and set under the
+    /// exclusive lock, so a reader adopting a map another process grew (`transaction`) cannot
+    /// slip between the two.
+    private func growMap(_ size: (_ mapSize: Int, _ used: Int) -> Int) throws {
         try resizeLock.withExclusive {
-            let current = info.mapSize
-            let next = current * 2
+            let state = info
+            let next = size(state.mapSize, (state.lastPage + 1) * pageSize)
+            guard next > state.mapSize else { return }
             try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
         }
     }
