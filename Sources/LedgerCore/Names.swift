@@ -1,7 +1,24 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Whether two names (of users, sources, clients) are the same name: the same bytes, as the log
 /// and every state key store them. Swift's `==` on strings is canonical equivalence, which
 /// would make "Café" spelled with a precomposed é and with e and a combining accent one name,
 /// while the log holds two.
+///
+/// The fold asks this for nearly every event, so native strings (small ones included) are
+/// compared with one `memcmp` rather than byte by byte through `UTF8View`'s iterator.
 public func sameName(_ a: String, _ b: String) -> Bool {
-    a.utf8.elementsEqual(b.utf8)
+    let (x, y) = (a.utf8, b.utf8)
+    guard x.count == y.count else { return false }
+    let compared: Bool?? = x.withContiguousStorageIfAvailable { p in
+        y.withContiguousStorageIfAvailable { q in
+            p.isEmpty || memcmp(p.baseAddress!, q.baseAddress!, p.count) == 0
+        }
+    }
+    if case .some(.some(let result)) = compared { return result }
+    return x.elementsEqual(y)
 }

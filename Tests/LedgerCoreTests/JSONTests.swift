@@ -304,6 +304,22 @@ struct ByteLevelHelperTests {
         #expect(EventDecoder.containsControlCharacter("\u{A0}\u{C2}") == false)
     }
 
+    @Test("sameName is byte equality, for small, long and look-alike names")
+    func sameNameIsByteEquality() {
+        let short = ByteLevelHelperTests.randomStrings(count: 300, seed: 13)
+        // Past the 15 bytes a small string holds inline, and with a shared prefix.
+        let long = short.map { "Apple Watch of someone with a long name " + $0 }
+        for names in [short, long] {
+            for (a, b) in Array(zip(names, names.shuffled())) + Array(zip(names, names)) {
+                #expect(sameName(a, b) == Array(a.utf8).elementsEqual(Array(b.utf8)), "\(Array(a.utf8)) \(Array(b.utf8))")
+            }
+        }
+        #expect(sameName("Caf\u{E9}", "Cafe\u{301}") == false)  // equal as Strings
+        #expect(sameName("", "") == true)
+        #expect(sameName("", "a") == false)
+        #expect(sameName(String(repeating: "x", count: 40) + "y", String(repeating: "x", count: 40) + "z") == false)
+    }
+
     @Test("writeString round-trips through Jansson and escapes exactly what must be escaped")
     func writeString() throws {
         for text in ByteLevelHelperTests.randomStrings(count: 5_000, seed: 12) {
