@@ -8,9 +8,17 @@ import PackageDescription
 //   LedgerStore  — the LMDB environment and the append-only event log.
 //   LedgerBus    — the observer bus: "the head moved", and subscriptions that read the log.
 //   LedgerServer — the HTTP API and SSE streams on libmicrohttpd.
-//   LedgerImport — Apple Health exports (libxml2's reader, libzip) turned into events.
+//   LedgerImport — Apple Health exports (libxml2's SAX parser, libzip) turned into events.
 //   LedgerCLI    — the `ledger` commands, testable in process.
 //   ledger       — the executable; main.swift only calls LedgerCLI.
+
+// libxml2, libzip and libmicrohttpd are opened with dlopen by the commands that use them
+// (LazyLibrary), so that every other command starts without loading them and what they pull
+// in (ICU, GnuTLS): their system-library targets name no library to link.
+// libxml2's headers live in their own directory (Debian's, as `pkg-config --cflags
+// libxml-2.0` prints it); only LedgerImport, and the tests that import it @testable, see them.
+let libxml2Headers: [SwiftSetting] = [.unsafeFlags(["-Xcc", "-I/usr/include/libxml2"])]
+
 let package = Package(
     name: "ledger",
     platforms: [.macOS(.v15)],
@@ -24,12 +32,11 @@ let package = Package(
                        providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CJansson", path: "Sources/CJansson", pkgConfig: "jansson",
                        providers: [.apt(["libjansson-dev"])]),
-        .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", pkgConfig: "libxml-2.0",
-                       providers: [.apt(["libxml2-dev"])]),
-        .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
-                       providers: [.apt(["libzip-dev"])]),
-        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", pkgConfig: "libmicrohttpd",
-                       providers: [.apt(["libmicrohttpd-dev"])]),
+        // No pkgConfig here: it would link libxml2. Its headers' directory is given to the
+        // modules that import it instead (`libxml2Headers`).
+        .systemLibrary(name: "CLibXML2", path: "Sources/CLibXML2", providers: [.apt(["libxml2-dev"])]),
+        .systemLibrary(name: "CZip", path: "Sources/CZip", providers: [.apt(["libzip-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "LedgerCore", dependencies: ["CCrypto", "CJansson"],
                 path: "Sources/LedgerCore"),
         .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
@@ -40,7 +47,7 @@ let package = Package(
         .target(name: "LedgerServer", dependencies: ["CMicroHTTPD", "LedgerBus", "LedgerStore", "LedgerCore", "Projections"],
                 path: "Sources/LedgerServer"),
         .target(name: "LedgerImport", dependencies: ["CLibXML2", "CZip", "LedgerCore"],
-                path: "Sources/LedgerImport"),
+                path: "Sources/LedgerImport", swiftSettings: libxml2Headers),
         .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
                                                    "LedgerServer", "LedgerBus"],
                 path: "Sources/LedgerCLI"),
@@ -60,7 +67,7 @@ let package = Package(
         .testTarget(name: "LedgerStoreTests", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
                     path: "Tests/LedgerStoreTests"),
         .testTarget(name: "LedgerCLITests", dependencies: ["LedgerCLI", "LedgerImport", "LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
-                    path: "Tests/LedgerCLITests"),
+                    path: "Tests/LedgerCLITests", swiftSettings: libxml2Headers),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -10,9 +10,21 @@
 #include <libxml/xmlerror.h>
 #include <libxml/globals.h>
 
+/* libxml2 is not linked: `import` opens it with dlopen (LazyLibrary), so that every other
+ * command starts without it and ICU. These are the types of the functions it looks up, taken
+ * from libxml2's own declarations (no symbol is referenced). */
+typedef __typeof__(&xmlCreatePushParserCtxt) ledger_xmlCreatePushParserCtxt_fn;
+typedef __typeof__(&xmlCtxtUseOptions) ledger_xmlCtxtUseOptions_fn;
+typedef __typeof__(&xmlParseChunk) ledger_xmlParseChunk_fn;
+typedef __typeof__(&xmlCtxtGetLastError) ledger_xmlCtxtGetLastError_fn;
+typedef __typeof__(&xmlGetLastError) ledger_xmlGetLastError_fn;
+typedef __typeof__(&xmlFreeDoc) ledger_xmlFreeDoc_fn;
+typedef __typeof__(&xmlFreeParserCtxt) ledger_xmlFreeParserCtxt_fn;
+typedef __typeof__(&xmlSetGenericErrorFunc) ledger_xmlSetGenericErrorFunc_fn;
+
 /* libxml2 prints parse errors to stderr by default; the importer reports them itself. */
 static void ledger_xml_ignore(void *ctx, const char *msg, ...) { (void)ctx; (void)msg; }
-static inline void ledger_xml_silence(void) { xmlSetGenericErrorFunc(NULL, ledger_xml_ignore); }
+static inline void ledger_xml_silence(ledger_xmlSetGenericErrorFunc_fn set) { set(NULL, ledger_xml_ignore); }
 /* Silences one push parser's errors (they stay readable through xmlCtxtGetLastError). */
 #if LIBXML_VERSION >= 21200
 static void ledger_xml_ignore_structured(void *ctx, const xmlError *error) { (void)ctx; (void)error; }

@@ -6,17 +6,33 @@
 #include <netinet/in.h>
 #include <microhttpd.h>
 
+/* libmicrohttpd (and GnuTLS behind it) is not linked: `serve` opens it with dlopen
+ * (LazyLibrary), so that every other command starts without it. These are the types of the
+ * functions it looks up, from libmicrohttpd's own declarations. */
+typedef __typeof__(&MHD_start_daemon) ledger_MHD_start_daemon_fn;
+typedef __typeof__(&MHD_get_daemon_info) ledger_MHD_get_daemon_info_fn;
+typedef __typeof__(&MHD_stop_daemon) ledger_MHD_stop_daemon_fn;
+typedef __typeof__(&MHD_suspend_connection) ledger_MHD_suspend_connection_fn;
+typedef __typeof__(&MHD_resume_connection) ledger_MHD_resume_connection_fn;
+typedef __typeof__(&MHD_create_response_from_callback) ledger_MHD_create_response_from_callback_fn;
+typedef __typeof__(&MHD_create_response_from_buffer) ledger_MHD_create_response_from_buffer_fn;
+typedef __typeof__(&MHD_destroy_response) ledger_MHD_destroy_response_fn;
+typedef __typeof__(&MHD_add_response_header) ledger_MHD_add_response_header_fn;
+typedef __typeof__(&MHD_queue_response) ledger_MHD_queue_response_fn;
+typedef __typeof__(&MHD_lookup_connection_value) ledger_MHD_lookup_connection_value_fn;
+
 /* MHD_start_daemon is variadic, which Swift cannot call: this fixes the options ledger uses.
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit
  * bind address (port 0 picks a free one), a completion callback to free per-request state,
  * and a connection limit high enough for thousands of idle subscribers. */
-static inline struct MHD_Daemon *ledger_mhd_start(const struct sockaddr *address,
+static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
+                                                  const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
                                                   unsigned int connection_limit) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-    return MHD_start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
+    return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
@@ -24,8 +40,8 @@ static inline struct MHD_Daemon *ledger_mhd_start(const struct sockaddr *address
 }
 
 /* The port the daemon is bound to (useful after asking for port 0). */
-static inline uint16_t ledger_mhd_port(struct MHD_Daemon *daemon) {
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+static inline uint16_t ledger_mhd_port(ledger_MHD_get_daemon_info_fn get_daemon_info, struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info ? info->port : 0;
 }
 

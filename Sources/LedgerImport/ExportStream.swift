@@ -12,7 +12,7 @@ import Foundation
 final class ExportStream {
     private enum Source {
         case file(Int32)
-        case zip(archive: OpaquePointer, file: OpaquePointer)
+        case zip(LibZip, archive: OpaquePointer, file: OpaquePointer)
     }
 
     private let source: Source
@@ -29,7 +29,7 @@ final class ExportStream {
     private enum DoctypeState { case searching, inside, done }
 
     /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
-    /// Calls `open(2)`/`fstat(2)`, or `zip_open`, `zip_name_locate`, `zip_stat_index`, `zip_fopen_index`.
+    /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
     init(path: String) throws {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }
@@ -38,12 +38,13 @@ final class ExportStream {
         if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] {
             close(fd)
             var code: Int32 = 0
-            guard let archive = zip_open(path, ZIP_RDONLY, &code) else {
+            let zip = try LibZip.load(for: path)
+            guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
                 throw ImportError.cannotOpen(path: path, reason: "not a readable zip archive (libzip error \(code))")
             }
             var index: Int64 = -1
-            for candidate in 0..<zip_get_num_entries(archive, 0) {
-                guard let name = zip_get_name(archive, UInt64(candidate), 0) else { continue }
+            for candidate in 0..<zip.getNumEntries(archive, 0) {
+                guard let name = zip.getName(archive, UInt64(candidate), 0) else { continue }
                 let text = String(cString: name)
                 if text == "export.xml" || text.hasSuffix("/export.xml") {
                     index = candidate
@@ -51,17 +52,17 @@ final class ExportStream {
                 }
             }
             guard index >= 0 else {
-                zip_close(archive)
+                zip.close(archive)
                 throw ImportError.cannotOpen(path: path, reason: "the archive holds no export.xml")
             }
             var stat = zip_stat_t()
-            zip_stat_init(&stat)
-            zip_stat_index(archive, UInt64(index), 0, &stat)
-            guard let file = zip_fopen_index(archive, UInt64(index), 0) else {
-                zip_close(archive)
+            zip.statInit(&stat)
+            zip.statIndex(archive, UInt64(index), 0, &stat)
+            guard let file = zip.fopenIndex(archive, UInt64(index), 0) else {
+                zip.close(archive)
                 throw ImportError.cannotOpen(path: path, reason: "cannot read export.xml inside the archive")
             }
-            source = .zip(archive: archive, file: file)
+            source = .zip(zip, archive: archive, file: file)
             totalBytes = Int64(stat.size)
         } else {
             lseek(fd, 0, SEEK_SET)
@@ -80,9 +81,9 @@ final class ExportStream {
         switch source {
         case .file(let fd):
             close(fd)
-        case .zip(let archive, let file):
-            zip_fclose(file)
-            zip_close(archive)
+        case .zip(let zip, let archive, let file):
+            zip.fclose(file)
+            zip.close(archive)
         }
     }
 
@@ -100,8 +101,8 @@ final class ExportStream {
             switch source {
             case .file(let fd):
                 count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
-            case .zip(_, let file):
-                count = Int(raw.withUnsafeMutableBytes { zip_fread(file, $0.baseAddress, UInt64($0.count)) })
+            case .zip(let zip, _, let file):
+                count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })
             }
             if count < 0 { return -1 }
             if count == 0 {

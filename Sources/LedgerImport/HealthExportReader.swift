@@ -1,4 +1,4 @@
-import CLibXML2
+internal import CLibXML2
 import Foundation
 
 /// One `<Record>` of an Apple Health export, as written (attribute values are strings).
@@ -43,6 +43,7 @@ public struct HealthRecord: Sendable, Equatable {
 public final class HealthExportReader {
     private let stream: ExportStream
     private var parser: xmlParserCtxtPtr?
+    private let xml: LibXML2
     private let path: String
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
 
@@ -60,8 +61,9 @@ public final class HealthExportReader {
     /// Opens `path` (an `export.xml` or the `export.zip` holding it).
     public init(path: String) throws {
         self.path = path
+        xml = try LibXML2.load(for: path)
         stream = try ExportStream(path: path)
-        ledger_xml_silence()
+        ledger_xml_silence(xml.setGenericErrorFunc)
         var sax = xmlSAXHandler()
         sax.initialized = UInt32(XML_SAX2_MAGIC)
         sax.startElementNs = { context, name, _, _, _, _, count, _, attributes in
@@ -75,15 +77,15 @@ public final class HealthExportReader {
         }
         ledger_xml_silence_handler(&sax)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        parser = xmlCreatePushParserCtxt(&sax, context, nil, 0, path)
+        parser = xml.createPushParserCtxt(&sax, context, nil, 0, path)
         guard let parser else { throw ImportError.cannotOpen(path: path, reason: "libxml2 could not start reading it") }
-        xmlCtxtUseOptions(parser, Int32(XML_PARSE_NONET.rawValue | XML_PARSE_HUGE.rawValue | XML_PARSE_NOBLANKS.rawValue))
+        _ = xml.ctxtUseOptions(parser, Int32(XML_PARSE_NONET.rawValue | XML_PARSE_HUGE.rawValue | XML_PARSE_NOBLANKS.rawValue))
     }
 
     deinit {
         if let parser {
-            if let document = parser.pointee.myDoc { xmlFreeDoc(document) }
-            xmlFreeParserCtxt(parser)
+            if let document = parser.pointee.myDoc { xml.freeDoc(document) }
+            xml.freeParserCtxt(parser)
         }
     }
 
@@ -113,7 +115,7 @@ public final class HealthExportReader {
             return
         }
         let status = buffer.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { xmlParseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
+            bytes.withMemoryRebound(to: CChar.self) { xml.parseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
         }
         if status != 0 || parser?.pointee.wellFormed == 0 {
             ended = true
@@ -183,7 +185,7 @@ public final class HealthExportReader {
     private func malformed(atEnd: Bool) -> ImportError {
         var line = Int(ledger_xml_line(parser))
         var message = "the XML is malformed"
-        if let error = xmlCtxtGetLastError(parser) ?? xmlGetLastError() {
+        if let error = xml.ctxtGetLastError(parser) ?? xml.getLastError() {
             if let text = error.pointee.message {
                 message = String(cString: text).split(whereSeparator: \.isNewline)
                     .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")

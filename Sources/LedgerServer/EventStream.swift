@@ -69,7 +69,7 @@ final class EventStream: @unchecked Sendable {
                     state.woken = false
                     return false
                 }
-                MHD_suspend_connection(connection)
+                server.mhd.suspendConnection(connection)
                 state.suspended = true
                 return true
             }
@@ -112,7 +112,7 @@ final class EventStream: @unchecked Sendable {
             if closing { state.closing = true }
             if state.suspended {
                 state.suspended = false
-                MHD_resume_connection(connection)
+                server.mhd.resumeConnection(connection)
             } else {
                 state.woken = true
             }

@@ -22,6 +22,8 @@ public final class HTTPServer: @unchecked Sendable {
     let authRequired: Bool
     private let heartbeat: Duration
     private var daemon: OpaquePointer?
+    /// libmicrohttpd's functions, looked up by `start` (set once, before any callback runs).
+    private(set) var mhd: LibMicroHTTPD!
     private var committer: GroupCommitter!
     private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
     private let running = Mutex(true)
@@ -47,6 +49,7 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Binds `host:port` (port 0 picks a free one) and starts serving. Returns the bound port.
     public func start(host: String, port: UInt16) throws -> UInt16 {
+        do { mhd = try LibMicroHTTPD.load() } catch { throw StartError(description: error.description) }
         try log.ensureProjectionsCurrent()
         committer = GroupCommitter(log: log) { [weak self] in self?.bus.headMoved() }
         var storage = sockaddr_storage()
@@ -74,7 +77,7 @@ public final class HTTPServer: @unchecked Sendable {
         let context = Unmanaged.passUnretained(self).toOpaque()
         daemon = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                ledger_mhd_start(address, accessHandler, context, requestCompleted, context, 65_000)
+                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context, 65_000)
             }
         }
         guard let daemon else {
@@ -96,7 +99,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         thread.name = "ledger-heartbeat"
         thread.start()
-        return ledger_mhd_port(daemon)
+        return ledger_mhd_port(mhd.getDaemonInfo, daemon)
     }
 
     /// Ends every stream, stops accepting, finishes queued writes, and stops the daemon.
@@ -107,7 +110,7 @@ public final class HTTPServer: @unchecked Sendable {
         Thread.sleep(forTimeInterval: 0.05)
         committer?.stop()
         bus.stop()
-        if let daemon { MHD_stop_daemon(daemon) }
+        if let daemon { mhd.stopDaemon(daemon) }
         daemon = nil
     }
 
@@ -262,7 +265,7 @@ public final class HTTPServer: @unchecked Sendable {
             expectHead = seq
         }
         request.submitted = true
-        MHD_suspend_connection(connection)
+        mhd.suspendConnection(connection)
         let metrics = self.metrics
         let suspended = SuspendedConnection(pointer: connection)
         committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
@@ -292,7 +295,7 @@ public final class HTTPServer: @unchecked Sendable {
                 response = .error(500, "\(error)")
             }
             request.lock.withLock { $0 = response }
-            MHD_resume_connection(suspended.pointer)
+            self.mhd.resumeConnection(suspended.pointer)
         })
         return .YES
     }
@@ -413,7 +416,7 @@ public final class HTTPServer: @unchecked Sendable {
         let stream = EventStream(connection: connection, server: self, filter: filter, client: client, cursor: cursor)
         register(stream)
         let context = Unmanaged.passRetained(stream).toOpaque()
-        guard let response = MHD_create_response_from_callback(UInt64.max, 16 * 1024, { context, _, buffer, max in
+        guard let response = mhd.createResponseFromCallback(UInt64.max, 16 * 1024, { context, _, buffer, max in
             guard let context, let buffer else { return -2 }
             let stream = Unmanaged<EventStream>.fromOpaque(context).takeUnretainedValue()
             return stream.fill(buffer, capacity: max)
@@ -424,11 +427,11 @@ public final class HTTPServer: @unchecked Sendable {
         }) else {
             return queue(.error(500, "cannot create the stream"), on: connection)
         }
-        defer { MHD_destroy_response(response) }
-        MHD_add_response_header(response, "Content-Type", "text/event-stream")
-        MHD_add_response_header(response, "Cache-Control", "no-cache")
-        MHD_add_response_header(response, "X-Accel-Buffering", "no")
-        return MHD_queue_response(connection, 200, response)
+        defer { mhd.destroyResponse(response) }
+        _ = mhd.addResponseHeader(response, "Content-Type", "text/event-stream")
+        _ = mhd.addResponseHeader(response, "Cache-Control", "no-cache")
+        _ = mhd.addResponseHeader(response, "X-Accel-Buffering", "no")
+        return mhd.queueResponse(connection, 200, response)
     }
 
     private func metricsResponse() -> Response {
@@ -466,18 +469,18 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {
-        MHD_lookup_connection_value(connection, kind, key).map { String(cString: $0) }
+        mhd.lookupConnectionValue(connection, kind, key).map { String(cString: $0) }
     }
 
     private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
         let made = response.body.withUnsafeBytes { raw in
-            MHD_create_response_from_buffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), .RESPMEM_MUST_COPY)
+            mhd.createResponseFromBuffer(raw.count, UnsafeMutableRawPointer(mutating: raw.baseAddress), .RESPMEM_MUST_COPY)
         }
         guard let made else { return .NO }
-        defer { MHD_destroy_response(made) }
-        MHD_add_response_header(made, "Content-Type", response.contentType)
-        for (name, value) in response.headers { MHD_add_response_header(made, name, value) }
-        return MHD_queue_response(connection, UInt32(response.status), made)
+        defer { mhd.destroyResponse(made) }
+        _ = mhd.addResponseHeader(made, "Content-Type", response.contentType)
+        for (name, value) in response.headers { _ = mhd.addResponseHeader(made, name, value) }
+        return mhd.queueResponse(connection, UInt32(response.status), made)
     }
 }
 

@@ -108,3 +108,72 @@ struct EndToEndTests {
         }
     }
 }
+
+/// libxml2, libzip and libmicrohttpd are opened with dlopen by `import` and `serve` only.
+@Suite("Libraries loaded on demand")
+struct LazyLibraryTests {
+    /// The shared objects mapped into process `pid`, by file name.
+    static func mappedLibraries(_ pid: Int32) throws -> Set<String> {
+        // Read to the end: /proc files report a size of 0, which String(contentsOfFile:) trusts.
+        guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/maps") else { return [] }
+        defer { try? handle.close() }
+        let maps = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+        return Set(maps.split(separator: "\n").compactMap { line in
+            line.split(separator: "/").last.map(String.init).flatMap { $0.contains(".so") ? $0 : nil }
+        })
+    }
+
+    static func isLazy(_ library: String) -> Bool {
+        ["libxml2.so", "libzip.so", "libmicrohttpd.so", "libgnutls.so", "libicuuc.so"].contains { library.hasPrefix($0) }
+    }
+
+    @Test("a command that needs none of them starts without them; serve loads libmicrohttpd")
+    func notMappedUntilNeeded() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            _ = try runProcess(binary, ["init", "--db", db, "--timezone", "UTC"])
+            // `subscribe` runs until stopped, so its mappings can be read while it waits.
+            let subscriber = Process()
+            subscriber.executableURL = URL(fileURLWithPath: binary)
+            subscriber.arguments = ["subscribe", "daily", "--db", db]
+            subscriber.standardOutput = FileHandle.nullDevice
+            subscriber.standardError = FileHandle.nullDevice
+            try subscriber.run()
+            defer { subscriber.terminate(); subscriber.waitUntilExit() }
+            var libraries: Set<String> = []
+            for _ in 0..<100 where !libraries.contains(where: { $0.hasPrefix("liblmdb.so") }) {
+                Thread.sleep(forTimeInterval: 0.02)
+                libraries = try LazyLibraryTests.mappedLibraries(subscriber.processIdentifier)
+            }
+            #expect(libraries.contains { $0.hasPrefix("liblmdb.so") })  // the maps were read
+            #expect(libraries.filter(LazyLibraryTests.isLazy).isEmpty, "\(libraries.sorted())")
+
+            let server = try ServerProcess(binary: binary, db: db)
+            defer { _ = server.stop() }
+            let served = try LazyLibraryTests.mappedLibraries(server.process.processIdentifier)
+            #expect(served.contains { $0.hasPrefix("libmicrohttpd.so") }, "\(served.sorted())")
+            #expect(!served.contains { $0.hasPrefix("libxml2.so") })
+        }
+    }
+
+    @Test("a library that is not installed, or lacks a function, is said plainly")
+    func clearErrors() throws {
+        do {
+            _ = try LazyLibrary("libnothing", sonames: ["libnothing-ledger-test.so.9"], package: "libnothing9")
+            Issue.record("a library that does not exist was loaded")
+        } catch {
+            #expect(error.description.hasPrefix("libnothing is not installed ("))
+            #expect(error.description.hasSuffix("install the Debian package libnothing9, or run Tools/deps.sh"))
+        }
+        let libc = try LazyLibrary("libc", sonames: ["libc.so.6"], package: "libc6")
+        do {
+            _ = try libc.function("no_such_function_here", as: OpaquePointer.self)
+            Issue.record("a missing function was found")
+        } catch {
+            #expect(error.description == "libc has no function no_such_function_here: is the installed version too old?")
+        }
+        typealias Strlen = @convention(c) (UnsafePointer<CChar>?) -> Int
+        let strlen = try libc.function("strlen", as: Strlen.self)
+        #expect(strlen("twelve bytes") == 12)
+    }
+}

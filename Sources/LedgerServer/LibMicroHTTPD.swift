@@ -1,0 +1,39 @@
+import CMicroHTTPD
+import LedgerCore
+
+/// The libmicrohttpd functions the server calls, looked up once, when `serve` starts
+/// (libmicrohttpd and GnuTLS behind it are opened with `dlopen`, not linked: see `LazyLibrary`).
+/// The two variadic functions come as plain pointers, for the C shim to call.
+struct LibMicroHTTPD: @unchecked Sendable {
+    // @unchecked: C function pointers, immutable once looked up.
+    let startDaemon: ledger_MHD_start_daemon_fn
+    let getDaemonInfo: ledger_MHD_get_daemon_info_fn
+    let stopDaemon: ledger_MHD_stop_daemon_fn
+    let suspendConnection: ledger_MHD_suspend_connection_fn
+    let resumeConnection: ledger_MHD_resume_connection_fn
+    let createResponseFromCallback: ledger_MHD_create_response_from_callback_fn
+    let createResponseFromBuffer: ledger_MHD_create_response_from_buffer_fn
+    let destroyResponse: ledger_MHD_destroy_response_fn
+    let addResponseHeader: ledger_MHD_add_response_header_fn
+    let queueResponse: ledger_MHD_queue_response_fn
+    let lookupConnectionValue: ledger_MHD_lookup_connection_value_fn
+
+    private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibMicroHTTPD() }
+
+    static func load() throws(LazyLibrary.LoadError) -> LibMicroHTTPD { try loaded.get() }
+
+    private init() throws(LazyLibrary.LoadError) {
+        let library = try LazyLibrary("libmicrohttpd", sonames: ["libmicrohttpd.so", "libmicrohttpd.so.12"], package: "libmicrohttpd12")
+        startDaemon = try library.function("MHD_start_daemon", as: ledger_MHD_start_daemon_fn.self)
+        getDaemonInfo = try library.function("MHD_get_daemon_info", as: ledger_MHD_get_daemon_info_fn.self)
+        stopDaemon = try library.function("MHD_stop_daemon", as: ledger_MHD_stop_daemon_fn.self)
+        suspendConnection = try library.function("MHD_suspend_connection", as: ledger_MHD_suspend_connection_fn.self)
+        resumeConnection = try library.function("MHD_resume_connection", as: ledger_MHD_resume_connection_fn.self)
+        createResponseFromCallback = try library.function("MHD_create_response_from_callback", as: ledger_MHD_create_response_from_callback_fn.self)
+        createResponseFromBuffer = try library.function("MHD_create_response_from_buffer", as: ledger_MHD_create_response_from_buffer_fn.self)
+        destroyResponse = try library.function("MHD_destroy_response", as: ledger_MHD_destroy_response_fn.self)
+        addResponseHeader = try library.function("MHD_add_response_header", as: ledger_MHD_add_response_header_fn.self)
+        queueResponse = try library.function("MHD_queue_response", as: ledger_MHD_queue_response_fn.self)
+        lookupConnectionValue = try library.function("MHD_lookup_connection_value", as: ledger_MHD_lookup_connection_value_fn.self)
+    }
+}
