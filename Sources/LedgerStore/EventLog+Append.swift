@@ -176,11 +176,11 @@ extension EventLog {
                 let existingSeq = UInt64(bigEndianBytes: existing)
                 let same: Bool
                 if let held, held.seq == existingSeq {
-                    same = held.body == body
+                    same = held.body.withUnsafeBytes { EventLog.sameContent($0, body) }
                 } else {
                     same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
                         guard let json = EventRecord.sections(of: stored)?.json else { return false }
-                        return body.withUnsafeBytes { $0.elementsEqual(json) }
+                        return EventLog.sameContent(json, body)
                     } ?? false
                 }
                 guard same else {
@@ -291,6 +291,40 @@ extension EventLog {
             case .correction(let correction): _ = try apply(correction, at: nil, in: txn)
             case .grant, .revoke, .profile: break
             }
+        }
+    }
+}
+
+extension EventLog {
+    /// Whether `body`, an event about to be appended, is the event stored as `stored` (both
+    /// canonical JSON): the same bytes, or the same but for how `start` and `end` spell their
+    /// instants. The offset in a timestamp only fixes the instant (SPEC §3.1), and Apple prints
+    /// every date of an export in the offset in force when the export was made, so a newer
+    /// export spells the same samples differently. Strings are compared by bytes (`sameName`).
+    static func sameContent(_ stored: UnsafeRawBufferPointer, _ body: [UInt8]) -> Bool {
+        if body.withUnsafeBytes({ $0.elementsEqual(stored) }) { return true }
+        guard case .object(let old)? = try? JSONValue.parse(stored),
+              case .object(let new)? = try? JSONValue.parse(body), old.count == new.count else { return false }
+        return old.allSatisfy { key, value in
+            guard let other = new[key] else { return false }
+            if key == "start" || key == "end", case .string(let a) = value, case .string(let b) = other,
+               let x = try? Timestamp.parseRFC3339(a), let y = try? Timestamp.parseRFC3339(b) {
+                return x.0 == y.0
+            }
+            return sameValue(value, other)
+        }
+    }
+
+    private static func sameValue(_ a: JSONValue, _ b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.string(let x), .string(let y)):
+            return sameName(x, y)
+        case (.array(let x), .array(let y)):
+            return x.count == y.count && zip(x, y).allSatisfy { sameValue($0, $1) }
+        case (.object(let x), .object(let y)):
+            return x.count == y.count && x.allSatisfy { key, value in y[key].map { sameValue(value, $0) } ?? false }
+        default:
+            return a == b
         }
     }
 }

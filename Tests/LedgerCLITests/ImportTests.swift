@@ -179,6 +179,15 @@ struct ImportTests {
             #expect(energy.first?.values["value"]?.numberValue.map { abs($0 - 100) < 1e-9 } == true)  // 418.4 kJ = 100 kcal
             // The XML file itself imports to the same events: all duplicates.
             #expect(ledger(["import", "apple-health", xmlPath, "--user", "ann"], db: db).stdout.contains("appended 0, duplicates 2"))
+            // A later export made in winter prints the same instants at +0100: still duplicates.
+            let winter = xml.replacingOccurrences(of: "2022-09-30 20:", with: "2022-09-30 19:")
+                .replacingOccurrences(of: "2022-09-30 08:", with: "2022-09-30 07:")
+                .replacingOccurrences(of: "2022-09-30 21:", with: "2022-09-30 20:")
+                .replacingOccurrences(of: " +0200", with: " +0100")
+            try winter.write(toFile: xmlPath, atomically: true, encoding: .utf8)
+            let again = ledger(["import", "apple-health", xmlPath, "--user", "ann"], db: db)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.contains("appended 0, duplicates 2"), "\(again.stdout)")
         }
     }
 

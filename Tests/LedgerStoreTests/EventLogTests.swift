@@ -92,6 +92,36 @@ struct EventLogTests {
         }
     }
 
+    @Test("the same sample with its instants written at another offset is a duplicate, not a conflict")
+    func sameInstantsOtherOffset() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            // A winter export prints +01:00, a summer export of the same samples +02:00.
+            let winter = sampleLine(value: 5, start: "2026-01-10T09:00:00+01:00", end: "2026-01-10T09:10:00+01:00")
+            let summer = sampleLine(value: 5, start: "2026-01-10T10:00:00+02:00", end: "2026-01-10T08:10:00.000Z")
+            _ = try log.append(try batch(winter))
+            let again = try log.append(try batch(summer + "\n" + sampleLine(value: 6)))
+            #expect(again.outcomes == [.duplicate(1), .appended(2)])
+            // Within one batch too, and the stored spelling is the first one.
+            let fresh = sampleLine(value: 7, start: "2026-01-11T09:00:00Z", end: "2026-01-11T09:10:00Z")
+            let freshLater = sampleLine(value: 7, start: "2026-01-11T04:00:00-05:00", end: "2026-01-11T09:10:00+00:00")
+            #expect(try log.append(try batch(fresh + "\n" + freshLater)).outcomes == [.appended(3), .duplicate(3)])
+            // A different instant under the same explicit id is still a conflict.
+            let id = "5f1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            _ = try log.append(try batch(sampleLine(id: id, start: "2026-01-12T09:00:00+01:00", end: "2026-01-12T09:10:00+01:00")))
+            #expect(throws: InputError.self) {
+                try log.append(try batch(sampleLine(id: id, start: "2026-01-12T09:00:00+02:00", end: "2026-01-12T09:10:00+01:00")))
+            }
+            // So is a source spelled with other bytes that compare equal as Strings.
+            let café = "6e1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            _ = try log.append(try batch(sampleLine(id: café, source: "Caf\u{E9}")))
+            #expect(throws: InputError.self) {
+                try log.append(try batch(sampleLine(id: café, source: "Cafe\u{301}")))
+            }
+            #expect(try log.head().seq == 5)
+        }
+    }
+
     @Test("a reused id with other content is a conflict and writes nothing")
     func conflictWritesNothing() throws {
         try withTemporaryLedger { path in
