@@ -53,7 +53,9 @@ public final class ActivityFold {
     /// Julian calendar before 1582: rows of samples before then may differ from version 2's.
     /// 4: source names are told apart by their bytes, as user names are: two spellings of one
     /// name (a precomposed and a decomposed "é") were one per-source row and one source.
-    public static let version = 4
+    /// 5: a day whose samples all lose their time to better-ranked samples of neighbouring
+    /// days (in other zones) has no `daily` row; it had one of 0 with 0 samples and 0 sources.
+    public static let version = 5
 
     private let store: any StateStore
     private let context: FoldContext

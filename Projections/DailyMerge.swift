@@ -23,7 +23,7 @@ enum DailyMerge {
     /// `daily`: over every stretch of the day, only the highest-priority source with a sample
     /// covering it counts (its overlapping samples are summed); a sample contributes
     /// `value × won time / its duration`. Intervals are half-open. A zero-length sample counts
-    /// unless a higher-priority source covers its instant. Nil when there are no samples.
+    /// unless a higher-priority source covers its instant. Nil when no sample contributes.
     static func daily(_ shares: [DayShare]) -> DailyValue? {
         guard shares.contains(where: \.isTarget) else { return nil }
         var won = [Int64](repeating: 0, count: shares.count)
@@ -85,7 +85,9 @@ enum DailyMerge {
             samples += 1
             if !sources.contains(where: { sameName($0, share.source) }) { sources.append(share.source) }
         }
-        return DailyValue(value: total, samples: samples, sources: sources.count)
+        // Nothing contributed: every sample of the day lost its time to better-ranked samples
+        // bucketed on neighbouring days (in other zones). A day without samples has no row.
+        return samples == 0 ? nil : DailyValue(value: total, samples: samples, sources: sources.count)
     }
 
     /// `per-source`: each source's samples summed over their share of the day, not merged.

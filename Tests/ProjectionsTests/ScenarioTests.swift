@@ -152,10 +152,11 @@ struct ScenarioTests {
             "ann 2026-11-30 iPhone": Part(value: 600, samples: 1),
         ])
         // The Watch covers the whole hour and outranks the iPhone, so only its 500 counts, on its day
-        // (11-29 in New York); the iPhone wins no time, so 11-30 has nothing merged to show.
+        // (11-29 in New York); the iPhone wins no time, so 11-30 has no row at all (not one of 0
+        // with 0 samples, which `--fallback` would take for a fresh day).
         let daily = try h.daily()
         #expect(daily["ann 2026-11-29"] == 500)
-        #expect((daily["ann 2026-11-30"] ?? 0) == 0)
+        #expect(daily["ann 2026-11-30"] == nil)
         #expect(daily.values.reduce(0, +) == 500)
     }
 
