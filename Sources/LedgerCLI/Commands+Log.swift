@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import LedgerStore
+import Projections
 
 extension Commands {
     static let initCommand = Command(
@@ -221,7 +222,7 @@ extension Commands {
 
     static let statsCommand = Command(
         name: "stats",
-        abstract: "Print counts, head, sizes and settings.",
+        abstract: "Print counts, head, sizes, settings and the projections' position.",
         usage: "ledger stats [--db PATH] [--format FORMAT]",
         options: [helpOption, dbOption, formatOption]
     ) { arguments, context in
@@ -247,6 +248,14 @@ extension Commands {
         for (name, db) in stats.databases.sorted(by: { $0.key < $1.key }) {
             fields.append(("db_\(name)_entries", .int(Int64(db.entries))))
         }
+        // One position for all four projections: they are folded together, in the append's
+        // own transaction, so after any command that reads them it equals the head.
+        fields += [
+            ("projections_position", .int(Int64(stats.projectionPosition))),
+            ("projections_fold_version", stats.projectionVersion.map { .int(Int64($0)) } ?? .null),
+            ("projections_current", .bool(stats.projectionPosition == stats.head.seq
+                                          && stats.projectionVersion == UInt64(ActivityFold.version))),
+        ]
         if format == .table {
             let width = fields.map(\.0.count).max() ?? 0
             var text = ""

@@ -246,6 +246,11 @@ public final class EventLog: Sendable {
         public var usedBytes: Int
         public var fileBytes: Int
         public var databases: [String: (entries: Int, depth: Int, pages: Int)]
+        /// The seq every stored projection has folded through (they are folded together), and
+        /// the fold version they were built by: behind the head, or of another version, they
+        /// are brought up to date by the next command that reads them.
+        public var projectionPosition: UInt64
+        public var projectionVersion: UInt64?
     }
 
     public func statistics() throws -> Statistics {
@@ -267,7 +272,9 @@ public final class EventLog: Sendable {
                 zone: try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC",
                 created: try txn.get(meta, Array("created".utf8)).map { String(decoding: $0, as: UTF8.self) },
                 mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
-                databases: databases)
+                databases: databases,
+                projectionPosition: try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0,
+                projectionVersion: try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) })
         }
     }
 }

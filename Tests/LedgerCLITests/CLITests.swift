@@ -2,6 +2,7 @@ import Foundation
 import LedgerCLI
 import LedgerCore
 import LedgerStore
+import Projections
 import LedgerTestSupport
 import Testing
 
@@ -186,6 +187,10 @@ struct CommandTests {
             #expect(row["events_sample"] == .int(4))
             #expect(row["events_grant"] == .int(1))
             #expect(row["zone"] == .string("America/New_York"))
+            // The projections were folded in the append's transaction, through the head.
+            #expect(row["projections_position"] == .int(5))
+            #expect(row["projections_fold_version"] == .int(Int64(ActivityFold.version)))
+            #expect(row["projections_current"] == .bool(true))
         }
     }
 
