@@ -185,3 +185,49 @@ public enum EventInput {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 }
+
+extension EventInput {
+    /// The 1-based line of `body` on which the `index`-th element (0-based) of its top-level
+    /// JSON array begins, for errors that must name a line (an HTTP 400 carries `line`, SPEC §9)
+    /// when the input was an array. Nil when `body` is no array or has fewer elements.
+    /// Only strings and nesting are followed: the body has already been parsed.
+    public static func lineOfArrayElement(_ body: [UInt8], index: Int) -> Int? {
+        var line = 1, depth = 0, element = -1
+        var inString = false, escaped = false, expectingElement = false
+        for byte in body {
+            if inString {
+                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
+                if byte == UInt8(ascii: "\n") { line += 1 }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\n"):
+                line += 1
+                continue
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                continue
+            default:
+                break
+            }
+            if depth == 1, expectingElement, byte != UInt8(ascii: "]") {
+                element += 1
+                if element == index { return line }
+                expectingElement = false
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth == 1 { guard byte == UInt8(ascii: "[") else { return nil }; expectingElement = true }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                depth -= 1
+                if depth == 0 { return nil }
+            case UInt8(ascii: ","):
+                if depth == 1 { expectingElement = true }
+            default:
+                if depth == 0 { return nil }
+            }
+        }
+        return nil
+    }
+}

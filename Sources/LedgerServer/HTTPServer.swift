@@ -251,7 +251,7 @@ public final class HTTPServer: @unchecked Sendable {
             batch = try EventInput.prepare(request.body)
         } catch {
             metrics.values.withLock { $0.rejects += 1 }
-            return queue(.error(400, error.description, extra: location(error.location)), on: connection)
+            return queue(.error(400, error.description, extra: location(error.location, in: request.body)), on: connection)
         }
         if let denied = access.mayAppend(batch, client: client) {
             metrics.values.withLock { $0.rejects += 1 }
@@ -283,7 +283,7 @@ public final class HTTPServer: @unchecked Sendable {
             case .failure(let error as InputError):
                 metrics.values.withLock { $0.rejects += 1 }
                 let status = error.field == "id" && error.message.contains("already in the log") ? 409 : 400
-                response = .error(status, error.description, extra: self.location(error.location))
+                response = .error(status, error.description, extra: self.location(error.location, in: request.body))
             case .failure(let error as LedgerError):
                 metrics.values.withLock { $0.rejects += 1 }
                 if case .headMismatch = error {
@@ -306,11 +306,18 @@ public final class HTTPServer: @unchecked Sendable {
         let pointer: OpaquePointer
     }
 
-    private func location(_ location: InputLocation?) -> [String: JSONValue] {
+    /// Where in the body the error is: `line` always (SPEC §9), and for an array body also the
+    /// element's 0-based `index`.
+    private func location(_ location: InputLocation?, in body: [UInt8]) -> [String: JSONValue] {
         switch location {
-        case .line(let line)?: ["line": .int(Int64(line))]
-        case .index(let index)?: ["index": .int(Int64(index))]
-        case nil: [:]
+        case .line(let line)?:
+            return ["line": .int(Int64(line))]
+        case .index(let index)?:
+            var fields: [String: JSONValue] = ["index": .int(Int64(index))]
+            if let line = EventInput.lineOfArrayElement(body, index: index) { fields["line"] = .int(Int64(line)) }
+            return fields
+        case nil:
+            return [:]
         }
     }
 

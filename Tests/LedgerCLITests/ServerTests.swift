@@ -142,6 +142,10 @@ struct ServerTests {
             let bad = try f.post(step(minute: 3) + "\n" + #"{"kind":"sample","type":"steps"}"#)
             #expect(bad.status == 400)
             #expect(bad.body.contains(#""line":2"#))
+            // An array body: the element's line as well as its index.
+            let badArray = try f.post("[" + step(minute: 3) + ",\n  " + #"{"kind":"sample","type":"steps"}"# + "]")
+            #expect(badArray.status == 400)
+            #expect(badArray.body.contains(#""line":2"#) && badArray.body.contains(#""index":1"#), "\(badArray.body)")
             let after = try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]
             #expect(after == head)
             // The same id with other content: 409. A stale If-Match: 409.

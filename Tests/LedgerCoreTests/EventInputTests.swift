@@ -301,3 +301,28 @@ struct InputErrorTests {
         #expect(InputError(location: .index(3), message: "m").field == nil)
     }
 }
+
+@Suite("Lines of array elements")
+struct ArrayElementLineTests {
+    @Test("the line each top-level element starts on, past strings, escapes and nesting")
+    func lines() {
+        // Raw: the JSON holds the escapes \\ and \" and \n, and a "]" and "," inside a string.
+        let body = Array(#"""
+        [ {"a": "x\\\"]\n,["},
+          {"b": [1,
+                 2]}, 3,
+
+          "four"
+        ]
+        """#.utf8)
+        #expect(EventInput.lineOfArrayElement(body, index: 0) == 1)
+        #expect(EventInput.lineOfArrayElement(body, index: 1) == 2)
+        #expect(EventInput.lineOfArrayElement(body, index: 2) == 3)
+        #expect(EventInput.lineOfArrayElement(body, index: 3) == 5)
+        #expect(EventInput.lineOfArrayElement(body, index: 4) == nil)
+        #expect(EventInput.lineOfArrayElement(Array("{\"a\":1}".utf8), index: 0) == nil)
+        #expect(EventInput.lineOfArrayElement(Array("[]".utf8), index: 0) == nil)
+        #expect(EventInput.lineOfArrayElement(Array("\n\n[1]".utf8), index: 0) == 3)
+    }
+}
+
