@@ -122,6 +122,38 @@ struct EventLogTests {
         }
     }
 
+    /// Runs `body` with a 640 KiB tmpfs mounted at a temporary folder, when this process may
+    /// mount one (root, as in CI); returns false when it may not.
+    static func withTinyDisk(_ body: (String) throws -> Void) throws -> Bool {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-tiny-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/bin/mount"),
+              try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=640k", "tmpfs", folder]).status == 0 else { return false }
+        defer { _ = try? runProcess("/bin/umount", [folder]) }
+        try body(folder + "/ledger.db")
+        return true
+    }
+
+    @Test("a full disk is said to be full, writes nothing of the batch, and loses nothing committed")
+    func fullDisk() throws {
+        let ran = try EventLogTests.withTinyDisk { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 5)))
+            let before = try log.head()
+            var lines = ""
+            for minute in 0..<3_000 {
+                lines += sampleLine(value: Double(minute), start: "2026-11-2\(minute % 9)T08:00:00Z",
+                                    end: "2026-11-2\(minute % 9)T08:\(String(format: "%02d", minute % 60)):00Z",
+                                    source: "s\(minute)") + "\n"
+            }
+            #expect(throws: LedgerError.diskFull(path: path)) { try log.append(try batch(lines)) }
+            #expect(try log.head() == before)
+            #expect(try log.verifyChain().verified == 5)
+        }
+        if !ran { print("fullDisk: skipped, this process cannot mount a tmpfs") }
+    }
+
     @Test("a reused id with other content is a conflict and writes nothing")
     func conflictWritesNothing() throws {
         try withTemporaryLedger { path in

@@ -135,7 +135,12 @@ public final class Environment: @unchecked Sendable {
             do {
                 let result = try body(transaction)
                 if commit {
-                    try check(mdb_txn_commit(txn), "mdb_txn_commit")
+                    let code = mdb_txn_commit(txn)
+                    // LMDB reports a short write as EIO: that is what a full disk gives.
+                    if code == EIO, !readOnly, hasLittleRoomLeft() {
+                        throw LMDBError(code: ENOSPC, call: "mdb_txn_commit")
+                    }
+                    try check(code, "mdb_txn_commit")
                 } else {
                     mdb_txn_abort(txn)
                 }
@@ -147,6 +152,14 @@ public final class Environment: @unchecked Sendable {
                 throw error
             }
         }
+    }
+
+    /// Whether the file system holding the environment has under 64 MiB free for this user:
+    /// a commit that then fails with a short write (EIO) ran out of disk.
+    func hasLittleRoomLeft() -> Bool {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return false }
+        return Double(info.f_bavail) * Double(info.f_frsize) < 64 * 1024 * 1024
     }
 
     /// Grows the map, before writing, until it has room for `bytes` more than the data holds.
