@@ -2,9 +2,21 @@ internal import CLibXML2
 import CZip
 import LedgerCore
 
+/// A library the importer opens on first use: its functions, looked up once.
+protocol ImportLibrary {
+    static var loaded: Result<Self, LazyLibrary.LoadError> { get }
+}
+
+extension ImportLibrary {
+    /// The functions, or why the library cannot be used (said as an import error for `path`).
+    static func load(for path: String) throws(ImportError) -> Self {
+        do { return try loaded.get() } catch { throw ImportError.cannotOpen(path: path, reason: error.description) }
+    }
+}
+
 /// The libxml2 functions the export reader calls, looked up once, on the first import
 /// (libxml2 is opened with `dlopen`, not linked: see `LazyLibrary`).
-struct LibXML2: @unchecked Sendable {
+struct LibXML2: ImportLibrary, @unchecked Sendable {
     // @unchecked: C function pointers, immutable once looked up.
     let createPushParserCtxt: ledger_xmlCreatePushParserCtxt_fn
     let ctxtUseOptions: ledger_xmlCtxtUseOptions_fn
@@ -15,12 +27,7 @@ struct LibXML2: @unchecked Sendable {
     let freeParserCtxt: ledger_xmlFreeParserCtxt_fn
     let setGenericErrorFunc: ledger_xmlSetGenericErrorFunc_fn
 
-    private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibXML2() }
-
-    /// The functions, or why libxml2 cannot be used (said as an import error for `path`).
-    static func load(for path: String) throws(ImportError) -> LibXML2 {
-        do { return try loaded.get() } catch { throw ImportError.cannotOpen(path: path, reason: error.description) }
-    }
+    static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibXML2() }
 
     private init() throws(LazyLibrary.LoadError) {
         let library = try LazyLibrary("libxml2", sonames: ["libxml2.so", "libxml2.so.2"], package: "libxml2")
@@ -36,7 +43,7 @@ struct LibXML2: @unchecked Sendable {
 }
 
 /// The libzip functions the export stream calls, looked up once, on the first zip import.
-struct LibZip: @unchecked Sendable {
+struct LibZip: ImportLibrary, @unchecked Sendable {
     // @unchecked: C function pointers, immutable once looked up.
     let open: ledger_zip_open_fn
     let getNumEntries: ledger_zip_get_num_entries_fn
@@ -48,11 +55,7 @@ struct LibZip: @unchecked Sendable {
     let fclose: ledger_zip_fclose_fn
     let close: ledger_zip_close_fn
 
-    private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibZip() }
-
-    static func load(for path: String) throws(ImportError) -> LibZip {
-        do { return try loaded.get() } catch { throw ImportError.cannotOpen(path: path, reason: error.description) }
-    }
+    static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibZip() }
 
     private init() throws(LazyLibrary.LoadError) {
         let library = try LazyLibrary("libzip", sonames: ["libzip.so", "libzip.so.5", "libzip.so.4"], package: "libzip4 (libzip5 on Debian 13)")
