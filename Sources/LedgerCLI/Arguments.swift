@@ -150,6 +150,15 @@ func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 
     return value
 }
 
+/// Parses a non-negative whole number option that counts things in memory (a limit, a batch
+/// size): at most `Int.max`.
+func parseSize(_ text: String, option: String, usage: String) throws -> Int {
+    guard let value = Int(text), value >= 0 else {
+        throw CLIError.usage("option '--\(option)' needs a whole number from 0 to \(Int.max), got '\(text)'", usage: usage)
+    }
+    return value
+}
+
 /// `--type T` (a ledger name or a HealthKit identifier), or nil when not given.
 func parseTypeOption(_ arguments: ParsedArguments) throws -> QuantityType? {
     guard let text = arguments.value("type") else { return nil }

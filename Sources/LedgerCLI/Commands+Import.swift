@@ -35,6 +35,7 @@ extension Commands {
         guard arguments.positionals.count == 2 else { throw CLIError.usage("missing FILE", usage: usage) }
         let path = arguments.positionals[1]
         let user = arguments.value("user") ?? "default"
+        do throws(FieldError) { try EventDecoder.checkName(user, field: "--user") } catch { throw CLIError.usage(error.message, usage: usage) }
         var zone: String?
         if let text = arguments.value("zone") {
             guard Zone(text) != nil else {
@@ -42,7 +43,7 @@ extension Commands {
             }
             zone = text
         }
-        let batchSize = try arguments.value("batch").map { Int(try parseCount($0, option: "batch", usage: usage)) } ?? 10_000
+        let batchSize = try arguments.value("batch").map { try parseSize($0, option: "batch", usage: usage) } ?? 10_000
         guard batchSize > 0 else { throw CLIError.usage("'--batch' must be at least 1", usage: usage) }
 
         let reader: HealthExportReader

@@ -113,7 +113,7 @@ extension Commands {
         let usage = arguments.usage
         let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage)
         let from = try arguments.value("from").map { try parseCount($0, option: "from", usage: usage) } ?? 1
-        let limit = try arguments.value("limit").map { Int(try parseCount($0, option: "limit", usage: usage)) }
+        let limit = try arguments.value("limit").map { try parseSize($0, option: "limit", usage: usage) }
         var kind: EventKind?
         if let text = arguments.value("kind") {
             guard let parsed = EventKind(rawValue: text) else {

@@ -86,6 +86,28 @@ public struct SampleSource: Sendable, Hashable, Codable {
 
 /// An activity sample: `value` `unit` of `type` over `[start, end)`.
 public struct Sample: Sendable, Equatable {
+    /// The largest value a sample may have once converted to its type's canonical unit: far
+    /// beyond any measurement (10^15 steps, metres or kcal), and small enough that no
+    /// conversion, sum or split of values in range can overflow to infinity, which no
+    /// projection row could then print.
+    public static let maximumCanonicalValue = 1e15
+    /// The longest a sample may last, in microseconds (366 days): a sample is bucketed on every
+    /// local day it touches, so a sample spanning millennia would write millions of days.
+    public static let maximumDuration: Int64 = 366 * 86_400 * 1_000_000
+
+    /// Why `value` in `unit` (which fits `type`) or the span from `start` to `end` is out of
+    /// range, as (field, message); nil when both are in range.
+    public static func rangeProblem(value: Double, unit: String, type: QuantityType,
+                                    start: Timestamp, end: Timestamp) -> (field: String, message: String)? {
+        if let factor = type.factor(from: unit), !(value * factor <= maximumCanonicalValue) {
+            return ("value", "'value' is too large: at most 1e15 \(type.canonicalUnit) once converted, got \(EventDecoder.describe(.double(value))) \(unit)")
+        }
+        if end.microseconds - start.microseconds > maximumDuration {
+            return ("end", "'end' is more than 366 days after 'start'")
+        }
+        return nil
+    }
+
     public var user: String
     public var type: QuantityType
     /// The value as given, in `unit`.

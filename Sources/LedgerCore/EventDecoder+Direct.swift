@@ -76,6 +76,8 @@ extension EventDecoder {
         let userName = user ?? "default"
         guard isName(userName) else { return nil }
         guard let unitName = sampleUnit(unit, of: type) else { return nil }
+        guard Sample.rangeProblem(value: value.typed, unit: unitName, type: type, start: startInstant, end: endInstant) == nil
+        else { return nil }
         if let zone { guard Zone.isValid(zone) else { return nil } }
         for optional in [bundle, device, version, syncId] {
             if let text = optional, !isName(text) { return nil }

@@ -98,6 +98,9 @@ public enum EventDecoder {
         let start = try timestamp(object, "start", required: true)!
         let end = try timestamp(object, "end", required: true)!
         guard end >= start else { throw FieldError("end", "'end' precedes 'start'") }
+        if let problem = Sample.rangeProblem(value: value, unit: unit, type: type, start: start, end: end) {
+            throw FieldError(problem.field, problem.message)
+        }
         let zone = try zoneName(object, "zone")
         let source = try decodeSource(&object)
         let syncId = try name(object, "syncId")
@@ -230,12 +233,13 @@ public enum EventDecoder {
                     throw FieldError("priority.\(type.rawValue)", "'priority.\(type.rawValue)' must be a list of source names, got \(list.typeName)")
                 }
                 var names: [String] = []
+                var seen: Set<[UInt8]> = []  // by bytes (`sameName`), and in constant time per name
                 for item in items {
                     guard let sourceName = item.stringValue else {
                         throw FieldError("priority.\(type.rawValue)", "'priority.\(type.rawValue)' must hold source names, got \(item.typeName)")
                     }
                     try checkName(sourceName, field: "priority.\(type.rawValue)")
-                    guard !names.contains(where: { sameName($0, sourceName) }) else {
+                    guard seen.insert(Array(sourceName.utf8)).inserted else {
                         throw FieldError("priority.\(type.rawValue)", "'priority.\(type.rawValue)' names '\(clip(sourceName))' twice")
                     }
                     names.append(sourceName)
@@ -273,7 +277,7 @@ public enum EventDecoder {
         return text
     }
 
-    static func checkName(_ text: String, field: String) throws(FieldError) {
+    public static func checkName(_ text: String, field: String) throws(FieldError) {
         guard !text.isEmpty else { throw FieldError(field, "'\(field)' must not be empty") }
         guard text.utf8.count <= maxNameBytes else { throw FieldError(field, "'\(field)' is longer than 1 KiB") }
         guard !containsControlCharacter(text) else {

@@ -99,11 +99,25 @@ public enum EventInput {
             throw InputError(location: nil, message: "no events in input")
         }
         if bytes[first] == UInt8(ascii: "[") { return .array }
-        if bytes[first] == UInt8(ascii: "{"), bytes.count <= maxLineBytes,
-           let value = try? JSONValue.parse(bytes), case .object = value {
-            return .single(value, line: bytes[..<first].count(where: { $0 == 0x0A }) + 1)
+        guard bytes[first] == UInt8(ascii: "{") else { return .lines }
+        let line = bytes[..<first].count(where: { $0 == 0x0A }) + 1
+        let whole = bytes.count <= maxLineBytes ? Result { () throws(JSONValue.SyntaxError) in try JSONValue.parse(bytes) } : nil
+        if case .success(let value)? = whole, case .object = value { return .single(value, line: line) }
+        // Not one object. NDJSON when its first line is a value on its own; otherwise it is one
+        // object spread over lines (pretty-printed), and the problem is said for the whole.
+        let firstLineEnd = bytes[first...].firstIndex(of: 0x0A) ?? bytes.count
+        let firstLine = bytes.withUnsafeBytes { raw in
+            (try? JSONValue.parse(UnsafeRawBufferPointer(rebasing: raw[first..<firstLineEnd]))) != nil
         }
-        return .lines
+        if firstLine || firstLineEnd == bytes.count { return .lines }
+        switch whole {
+        case .failure(let error)?:
+            throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")
+        case nil:
+            throw InputError(location: .line(line), message: "the object is longer than 1 MiB (\(bytes.count) bytes)")
+        case .success?:
+            return .lines  // a value that is not an object: the line reader says what is wrong
+        }
     }
 
     /// Hands each located JSON value of `bytes` to `body`, in order. An NDJSON line's tree is
@@ -135,6 +149,14 @@ public enum EventInput {
             throw InputError(location: .line(1), message: "malformed JSON: expected an array")
         }
         guard !items.isEmpty else { throw InputError(location: nil, message: "no events in input: the array is empty") }
+        // Each event is held to the size of an NDJSON line, written compactly.
+        for (index, item) in items.enumerated() {
+            var written: [UInt8] = []
+            item.write(to: &written)
+            if written.count > maxLineBytes {
+                throw InputError(location: .index(index), message: "the event is longer than 1 MiB (\(written.count) bytes written compactly)")
+            }
+        }
         return items.enumerated().map { (InputLocation.index($0.offset), $0.element) }
     }
 

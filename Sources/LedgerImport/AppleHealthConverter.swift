@@ -55,7 +55,7 @@ public struct AppleHealthConverter: Sendable {
 
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
         let plainName = EventDecoder.isName
-        guard let valueText = record.value, let value = Double(valueText), value.isFinite, value >= 0,
+        guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite, value >= 0,
               let startText = record.startDate.flatMap(AppleHealthConverter.rfc3339),
               let endText = record.endDate.flatMap(AppleHealthConverter.rfc3339),
               let start = try? Timestamp.parseRFC3339(startText).0,
@@ -63,6 +63,7 @@ public struct AppleHealthConverter: Sendable {
               let sourceName = record.sourceName, plainName(sourceName), plainName(user)
         else { return nil }
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
+        guard Sample.rangeProblem(value: value, unit: unit, type: type, start: start, end: end) == nil else { return nil }
         let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
         let cleanedDevice = record.device.map(AppleHealthConverter.cleanDevice)
         let device = cleanedDevice.flatMap { $0.isEmpty ? nil : $0 }
@@ -78,8 +79,7 @@ public struct AppleHealthConverter: Sendable {
         var syncId: String?
         var syncVersion: Int64?
         if let given = record.metadata["HKMetadataKeySyncIdentifier"], !given.isEmpty {
-            let version = Int64(record.metadata["HKMetadataKeySyncVersion"] ?? "") ?? 0
-            guard plainName(given), version >= 0 else { return nil }
+            guard let version = AppleHealthConverter.syncVersion(record), plainName(given), version >= 0 else { return nil }
             syncId = given
             syncVersion = version
         }
@@ -147,11 +147,27 @@ public struct AppleHealthConverter: Sendable {
         }
     }
 
+    /// A record's value: decimal digits with an optional sign, point and exponent, as Apple
+    /// writes them. Swift's `Double(_:)` would also read hexadecimal (`0x10`), `inf` and `nan`.
+    static func decimal(_ text: String) -> Double? {
+        guard !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".")
+            || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") })
+        else { return nil }
+        return Double(text)
+    }
+
+    /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none, nil when it
+    /// has one that is not a whole number.
+    static func syncVersion(_ record: HealthRecord) -> Int64? {
+        guard let text = record.metadata["HKMetadataKeySyncVersion"] else { return 0 }
+        return Int64(text)
+    }
+
     /// The event for `record`, or nil when its type is not one the ledger keeps.
     public func event(for record: HealthRecord) throws -> Event? {
         guard AppleHealthConverter.keptTypes[record.type] != nil else { return nil }
         func invalid(_ message: String) -> ImportError { .invalidRecord(line: record.line, message: message) }
-        guard let valueText = record.value, let value = Double(valueText), value.isFinite else {
+        guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite else {
             throw invalid("'value' is not a number: '\(record.value ?? "")'")
         }
         guard let start = record.startDate.flatMap(AppleHealthConverter.rfc3339),
@@ -174,7 +190,10 @@ public struct AppleHealthConverter: Sendable {
         }
         if let syncId = record.metadata["HKMetadataKeySyncIdentifier"], !syncId.isEmpty {
             object["syncId"] = .string(syncId)
-            object["syncVersion"] = .int(Int64(record.metadata["HKMetadataKeySyncVersion"] ?? "") ?? 0)
+            guard let version = AppleHealthConverter.syncVersion(record) else {
+                throw invalid("'HKMetadataKeySyncVersion' is not a whole number: '\(record.metadata["HKMetadataKeySyncVersion"] ?? "")'")
+            }
+            object["syncVersion"] = .int(version)
         }
         let id = derivedID(record, start: (start, try? Timestamp.parseRFC3339(start).0),
                            end: (end, try? Timestamp.parseRFC3339(end).0), valueText: valueText,

@@ -35,8 +35,14 @@ final class ExportStream {
         guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }
         var magic = [UInt8](repeating: 0, count: 4)
         let count = Foundation.read(fd, &magic, 4)
+        var info = stat()
+        fstat(fd, &info)
+        let regular = (info.st_mode & S_IFMT) == S_IFREG
         if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] {
             close(fd)
+            guard regular else {
+                throw ImportError.cannotOpen(path: path, reason: "a zip archive must be a file, not a pipe (libzip reads its directory at the end); unzip it and pipe export.xml, or save the archive first")
+            }
             var code: Int32 = 0
             let zip = try LibZip.load(for: path)
             guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
@@ -65,15 +71,17 @@ final class ExportStream {
             source = .zip(zip, archive: archive, file: file)
             totalBytes = Int64(stat.size)
         } else {
-            lseek(fd, 0, SEEK_SET)
-            var info = stat()
-            fstat(fd, &info)
             if (info.st_mode & S_IFMT) == S_IFDIR {
                 close(fd)
                 throw ImportError.cannotOpen(path: path, reason: "it is a directory")
             }
+            if regular {
+                lseek(fd, 0, SEEK_SET)
+            } else if count > 0 {
+                unread = Array(magic[0..<count])  // a pipe cannot seek back: hand these over first
+            }
             source = .file(fd)
-            totalBytes = Int64(info.st_size)
+            totalBytes = regular ? Int64(info.st_size) : 0
         }
     }
 
@@ -92,6 +100,8 @@ final class ExportStream {
     private var pendingOffset = 0
     private var finished = false
     private var raw = [UInt8](repeating: 0, count: 1 << 18)
+    /// Bytes read from a pipe to tell a zip from XML, not yet handed over.
+    private var unread: [UInt8] = []
 
     /// Fills `buffer` with up to `capacity` cleaned bytes; 0 at the end, -1 on a read error.
     func read(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
@@ -100,7 +110,13 @@ final class ExportStream {
             let count: Int
             switch source {
             case .file(let fd):
-                count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+                if !unread.isEmpty {
+                    raw.replaceSubrange(0..<unread.count, with: unread)
+                    count = unread.count
+                    unread = []
+                } else {
+                    count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+                }
             case .zip(let zip, _, let file):
                 count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })
             }

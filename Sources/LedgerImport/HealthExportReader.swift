@@ -242,8 +242,10 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A record of a kept type that does not make a valid sample.
     case invalidRecord(line: Int, message: String)
 
+    /// One line: control characters in a file name or a quoted value (`&#10;` in an
+    /// attribute) are shown as `?`.
     public var description: String {
-        switch self {
+        let text = switch self {
         case .cannotOpen(let path, let reason):
             "cannot read '\(path)': \(reason)"
         case .malformed(let path, let line, let message):
@@ -251,5 +253,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidRecord(let line, let message):
             "line \(line): \(message)"
         }
+        return String(String.UnicodeScalarView(text.unicodeScalars.map {
+            $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? "?" : $0
+        }))
     }
 }

@@ -47,6 +47,13 @@ struct SampleState: Equatable {
             guard state.end >= state.start else {
                 return (correction.end != nil ? "end" : "start", "after this amendment the target's 'end' would precede its 'start'")
             }
+            // A value is in the (possibly amended) unit; a unit alone changes the canonical value
+            // by at most the ratio of two units of one type, which stays finite.
+            if let problem = Sample.rangeProblem(value: correction.value ?? 0, unit: state.unit, type: state.type,
+                                                 start: state.start, end: state.end) {
+                return (problem.field == "end" ? (correction.end != nil ? "end" : "start") : problem.field,
+                        problem.field == "end" ? "after this amendment the target would last more than 366 days" : problem.message)
+            }
         }
         return nil
     }

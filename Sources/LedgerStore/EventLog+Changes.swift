@@ -86,6 +86,7 @@ extension EventLog {
             var result: [StoredChange] = []
             var through = after
             var examined = 0
+            guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
                 let seq = UInt64(bigEndianBytes: key)
                 if examined >= limit, seq != through { return false }

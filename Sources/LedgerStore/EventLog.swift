@@ -193,7 +193,7 @@ public final class EventLog: Sendable {
     public func forEachRecord(after: UInt64 = 0, chunk: Int = 4096,
                               _ body: (EventRecord) throws -> Bool) throws {
         var position = after
-        while true {
+        while position < UInt64.max {  // no seq comes after the last one
             var batch: [EventRecord] = []
             try environment.read { txn in
                 try txn.scan(events, from: (position + 1).bigEndianBytes) { key, value in

@@ -194,6 +194,18 @@ struct CommandTests {
         }
     }
 
+    @Test("numbers past what a seq or a count can hold are usage errors or simply empty, never a crash")
+    func hugeNumbers() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
+            #expect(ledger(["log", "--limit", "9223372036854775808"], db: db).status == 64)
+            #expect(ledger(["log", "--limit", "18446744073709551616"], db: db).status == 64)
+            let last = ledger(["log", "--from", "18446744073709551615"], db: db)
+            #expect(last.status == 0)
+            #expect(last.stdout.isEmpty)
+        }
+    }
+
     @Test("commands that read need an existing ledger")
     func readersNeedLedger() throws {
         try withTemporaryLedger { db in

@@ -388,6 +388,56 @@ struct ImportTests {
             let bad = ledger(["import", "apple-health", path], db: db)
             #expect(bad.status == 65)
             #expect(bad.stderr.hasPrefix("Error: line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
+
+            // Values Swift's Double(_:) would read but an export never writes; a value too
+            // large for the projections; a sync version that is not a number; a newline in a
+            // value (shown as ?, so the error stays one line).
+            func record(value: String, unit: String = "count", type: String = "StepCount", sync: String? = nil) -> String {
+                let metadata = sync.map { """
+                 <MetadataEntry key="HKMetadataKeySyncIdentifier" value="w"/><MetadataEntry key="HKMetadataKeySyncVersion" value="\($0)"/>
+                """ } ?? ""
+                return """
+                <HealthData>
+                 <Record type="HKQuantityTypeIdentifier\(type)" sourceName="iPhone" unit="\(unit)" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:05:00 +0200" value="\(value)">\(metadata)</Record>
+                </HealthData>
+                """
+            }
+            for (xml, message) in [
+                (record(value: "0x10"), "'value' is not a number: '0x10'"),
+                (record(value: "inf"), "'value' is not a number: 'inf'"),
+                (record(value: "1e308", unit: "mi", type: "DistanceWalkingRunning"), "'value' is too large"),
+                (record(value: "10", sync: "abc"), "'HKMetadataKeySyncVersion' is not a whole number: 'abc'"),
+                (record(value: "6&#10;1"), "'value' is not a number: '6?1'"),
+            ] {
+                try xml.write(toFile: path, atomically: true, encoding: .utf8)
+                let run = ledger(["import", "apple-health", path], db: db)
+                #expect(run.status == 65, "\(xml)")
+                #expect(run.stderr.hasPrefix("Error: line 2: \(message)"), "\(run.stderr)")
+                #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
+            }
+            #expect(ledger(["import", "apple-health", path, "--user", ""], db: db).status == 64)
+            #expect(ledger(["import", "apple-health", path, "--batch", "9223372036854775808"], db: db).status == 64)
+            #expect(try EventLog(path: db, create: false).head().seq == 0)
+        }
+    }
+
+    @Test("an export piped in (a FIFO, /dev/stdin) imports as the file does; a piped zip is refused plainly")
+    func piped() throws {
+        guard SharedData.available else {
+            print("piped: skipped, ../shared/data is absent")
+            return
+        }
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let export = try #require(SharedData.files.first)
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: SharedData.path(export))))
+            let piped = try runProcess(binary, ["import", "apple-health", "/dev/stdin", "--db", db], stdin: bytes)
+            #expect(piped.status == 0, "\(piped.stderr)")
+            let direct = try runProcess(binary, ["import", "apple-health", SharedData.path(export), "--db", db])
+            #expect(direct.stdout.contains("appended 0,"), "\(direct.stdout)")
+            let zip = try runProcess(binary, ["import", "apple-health", "/dev/stdin", "--db", db], stdin: [0x50, 0x4B, 0x03, 0x04, 0, 0])
+            #expect(zip.status == 1)
+            #expect(zip.stderr.contains("a zip archive must be a file, not a pipe"), "\(zip.stderr)")
         }
     }
 }

@@ -58,6 +58,19 @@ struct ServerTests {
         }
     }
 
+    @Test("a stream from the largest seq waits, and the server stays up")
+    func streamFromLargestSeq() throws {
+        try withServer { f in
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?from=18446744073709551615", headers: f.auth)
+            #expect(stream.status == 200)
+            let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/per-source",
+                                        headers: f.auth.merging(["Last-Event-ID": "18446744073709551615"]) { $1 })
+            #expect(resumed.status == 200)
+            Thread.sleep(forTimeInterval: 0.2)
+            #expect(try http("GET", port: f.port, path: "/v1/health", headers: f.auth).status == 200)
+        }
+    }
+
     @Test("subscribe, append from another process, drop, reconnect with Last-Event-ID: exactly the missed changes")
     func resumeWithLastEventID() throws {
         try withServer { f in

@@ -26,8 +26,8 @@ struct DirectDecodeTests {
                          "HKQuantityTypeIdentifierDistanceWalkingRunning", "HKQuantityTypeIdentifierActiveEnergyBurned"])
         if present(90) { members.append(("type", value([quoted(type)], [quoted("heart"), "3"]))) }
         if present(90) { members.append(("value", value(["0", "-0", "-0.0", "12", "1121", "0.5", "1e3", "2.5e-7", "9007199254740993",
-                                                         "123456789012345678", "1.0", "17.25", "1e308"],
-                                                        ["-3", quoted("12"), "null"]))) }
+                                                         "1.0", "17.25", "1e15", "999999999999999"],
+                                                        ["-3", quoted("12"), "null", "1e308", "123456789012345678", "1000000000000001"]))) }
         let units: [String]
         switch type {
         case "steps", "flights", "HKQuantityTypeIdentifierStepCount": units = ["count"]
@@ -42,7 +42,8 @@ struct DirectDecodeTests {
                           "2026-03-29T01:30:00+00:00", "1969-12-31T23:59:59Z"])
         if present(95) { members.append(("start", value([quoted(start)], [quoted("2026-02-30T00:00:00Z"), quoted("2026-11-29 08:00:00"), "20261129"]))) }
         if present(95) { members.append(("end", value([quoted("2026-11-29T23:10:00+08:00"), quoted(start)],
-                                                      [quoted("2026-11-29T07:59:00+08:00"), quoted("1969-01-01T00:00:00Z"), quoted("not a time")]))) }
+                                                      [quoted("2026-11-29T07:59:00+08:00"), quoted("1969-01-01T00:00:00Z"), quoted("not a time"),
+                                                       quoted("2027-12-01T00:00:00Z")]))) }
         if chance(40) { members.append(("zone", value([quoted("Europe/Paris"), quoted("UTC"), quoted("+05:30"), quoted("Asia/Kolkata")],
                                                       [quoted("Mars/Olympus"), quoted("EST"), "0"]))) }
         if present(95) {

@@ -158,6 +158,23 @@ struct SampleDecodingTests {
         #expect(fieldError(Fixture.sample(["value": .double(-.infinity)])) == FieldError("value", "'value' must be finite"))
     }
 
+    @Test("a value over 1e15 once converted, or a sample over 366 days, is refused")
+    func outOfRange() throws {
+        // At the limit, in the canonical unit and converted.
+        #expect(try decode(Fixture.sample(["value": .double(1e15)])).payload.asSample?.value == 1e15)
+        #expect(fieldError(Fixture.sample(["value": .double(1.5e15)]))
+            == FieldError("value", "'value' is too large: at most 1e15 count once converted, got 1500000000000000 count"))
+        // 1e308 miles overflow to infinity in metres: the projections could not print it.
+        #expect(fieldError(Fixture.sample(["type": .string("distance"), "unit": .string("mi"), "value": .double(1e308)]))?.field == "value")
+        #expect(fieldError(Fixture.sample(["type": .string("distance"), "unit": .string("km"), "value": .double(2e12)]))?.field == "value")
+        #expect(try decode(Fixture.sample(["type": .string("distance"), "unit": .string("ft"), "value": .double(3e15)])).payload.asSample != nil)
+        // 366 days is the longest.
+        #expect(try decode(Fixture.sample(["end": .string("2027-11-30T08:00:00+08:00")])).payload.asSample != nil)
+        #expect(fieldError(Fixture.sample(["end": .string("2027-11-30T08:00:00.000001+08:00")]))
+            == FieldError("end", "'end' is more than 366 days after 'start'"))
+        #expect(fieldError(Fixture.sample(["start": .string("0001-01-01T00:00:00Z"), "end": .string("9999-12-31T23:59:59Z")]))?.field == "end")
+    }
+
     @Test("zero and fractional values are fine")
     func goodValues() throws {
         #expect(try decode(Fixture.sample(["value": .int(0)])).payload.asSample?.value == 0)

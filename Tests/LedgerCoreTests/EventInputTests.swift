@@ -326,3 +326,37 @@ struct ArrayElementLineTests {
     }
 }
 
+@Suite("Hostile layouts")
+struct HostileLayoutTests {
+    @Test("an array element over 1 MiB is refused by its index, as an NDJSON line would be")
+    func hugeArrayElement() {
+        let big = String(repeating: "x", count: 1 << 20)
+        let text = "[" + #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a","extra":""# + big + #""}]"#
+        #expect { try EventInput.decode(Array(text.utf8)) } throws: { error in
+            let input = error as? InputError
+            return input?.location == .index(0) && input?.message.hasPrefix("the event is longer than 1 MiB") == true
+        }
+    }
+
+    @Test("a pretty-printed object that is broken is named at the broken line, not as NDJSON line 1")
+    func brokenPrettyObject() {
+        let text = "{\n  \"kind\": \"sample\",\n  \"type\": \"steps\",\n  \"value\": NaN\n}\n"
+        #expect { try EventInput.decode(Array(text.utf8)) } throws: { error in
+            let input = error as? InputError
+            return input?.location == .line(4) && input?.message.contains("NaN") == true
+        }
+        // NDJSON whose first line is whole still reads line by line.
+        let lines = #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a"}"# + "\n{bad\n"
+        #expect { try EventInput.decode(Array(lines.utf8)) } throws: { ($0 as? InputError)?.location == .line(2) }
+    }
+
+    @Test("a priority list of 50,000 names is checked for repeats in linear time, by bytes")
+    func longPriority() throws {
+        let names = (0..<50_000).map { "\"s\($0)\"" }.joined(separator: ",")
+        let profile = #"{"kind":"profile","priority":{"steps":["# + names + "]}}"
+        #expect(try EventInput.decode(Array(profile.utf8)).count == 1)
+        let repeated = #"{"kind":"profile","priority":{"steps":["# + names + #","s49999"]}}"#
+        #expect { try EventInput.decode(Array(repeated.utf8)) } throws: { ($0 as? InputError)?.message.contains("twice") == true }
+    }
+}
+

@@ -218,9 +218,19 @@ struct EventLogTests {
             #expect { try log.append(try batch(badUnit)) } throws: { ($0 as? InputError)?.field == "unit" }
             let backwards = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"end\":\"2026-11-29T07:00:00Z\",\"reason\":\"r\"}"
             #expect { try log.append(try batch(backwards)) } throws: { ($0 as? InputError)?.field == "end" }
+            // Out of range after the amendment: a value over 1e15, a sample over 366 days.
+            let huge = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"value\":1e308,\"reason\":\"r\"}"
+            #expect { try log.append(try batch(huge)) } throws: { ($0 as? InputError)?.field == "value" }
+            let long = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"end\":\"2030-01-01T00:00:00Z\",\"reason\":\"r\"}"
+            #expect { try log.append(try batch(long)) } throws: { error in
+                (error as? InputError).map { $0.field == "end" && $0.message.contains("366 days") } == true
+            }
             let good = "{\"kind\":\"correction\",\"target\":\"\(id2)\",\"action\":\"amend\",\"value\":90,\"reason\":\"recount\"}"
             #expect(try log.append(try batch(good)).appended == 1)
             #expect(try log.head().seq == 4)
+            // Nothing comes after the largest seq (a subscriber may ask for it).
+            #expect(try log.changes(after: .max).changes.isEmpty)
+            #expect(try log.records(after: .max).isEmpty)
         }
     }
 
