@@ -82,6 +82,11 @@ func parse(_ arguments: [String], specs: [OptionSpec], usage: String, maxPositio
                 guard index < arguments.count else {
                     throw CLIError.usage("option '--\(name)' needs a value (\(placeholder))", usage: usage)
                 }
+                // `--user --fallback` forgot the user: an option is not taken for a value (a
+                // value that starts with "--" can still be given as `--name=value`).
+                if arguments[index].hasPrefix("--"), arguments[index].count > 2 {
+                    throw CLIError.usage("option '--\(name)' needs a value (\(placeholder)), got the option '\(arguments[index])'", usage: usage)
+                }
                 value = arguments[index]
                 index += 1
             }

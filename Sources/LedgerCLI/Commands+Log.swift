@@ -24,7 +24,7 @@ extension Commands {
         var mapSize: Int?
         if let text = arguments.value("map-size") {
             guard let size = parseSize(text), size >= 1 << 16 else {
-                throw CLIError.usage("'--map-size' needs a size of at least 64KiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
+                throw CLIError.usage("'--map-size' needs a size of at least 64KiB in B, KiB, MiB, GiB or TiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
             }
             mapSize = size
         }

@@ -89,6 +89,9 @@ extension Commands {
                 throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(when)'", usage: usage)
             }
         }
+        if let text = arguments.value("to-date"), CivilDate(parsing: text) == nil {
+            throw CLIError.usage("'--to-date' needs a date that exists, as YYYY-MM-DD, got '\(text)'", usage: usage)
+        }
         var filterArguments = arguments
         filterArguments.options["to"] = arguments.options["to-date"]
         var request = try rowRequest(filterArguments, context: context, name: arguments.value("projection") ?? "daily")

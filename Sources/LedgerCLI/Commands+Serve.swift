@@ -33,7 +33,7 @@ extension Commands {
         var heartbeat: Duration = .seconds(15)
         if let text = arguments.value("heartbeat") {
             guard let seconds = Double(text), seconds > 0, seconds <= 15 else {
-                throw CLIError.usage("'--heartbeat' needs seconds between 0 and 15, got '\(text)'", usage: usage)
+                throw CLIError.usage("'--heartbeat' needs seconds more than 0 and at most 15, got '\(text)'", usage: usage)
             }
             heartbeat = .milliseconds(Int(seconds * 1000))
         }

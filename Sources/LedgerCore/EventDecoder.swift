@@ -133,6 +133,8 @@ public enum EventDecoder {
                 }
                 switch entry {
                 case .string(let text) where text.utf8.count <= maxTextBytes: continue
+                case .string:
+                    throw FieldError("metadata.\(clip(key))", "'metadata.\(clip(key))' is longer than 16 KiB")
                 case .int, .double: continue
                 default:
                     throw FieldError("metadata.\(clip(key))", "'metadata.\(clip(key))' must be a string (up to 16 KiB) or a number, got \(entry.typeName)")

@@ -324,7 +324,7 @@ public final class HTTPServer: @unchecked Sendable {
     private func getEvents(_ connection: OpaquePointer, client: APIClient?) -> Response {
         let from = value(connection, kind: .GET_ARGUMENT_KIND, "from").map { UInt64($0) } ?? 1
         let limit = value(connection, kind: .GET_ARGUMENT_KIND, "limit").map { Int($0) } ?? 1000
-        guard let from, let limit, limit > 0 else { return .error(400, "'from' and 'limit' must be whole numbers") }
+        guard let from, let limit, limit > 0 else { return .error(400, "'from' and 'limit' must be whole numbers, 'limit' at least 1") }
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {

@@ -45,6 +45,20 @@ public final class EventLog: Sendable {
         return Timestamp(microseconds: Int64(spec.tv_sec) * 1_000_000 + Int64(spec.tv_nsec) / 1000)
     }
 
+    /// `mkdir -p path`; the errno of the first failure, if any.
+    static func makeDirectory(_ path: String) -> Int32? {
+        if mkdir(path, 0o775) == 0 { return nil }
+        let failure = errno
+        var isDirectory: ObjCBool = false
+        if failure == EEXIST, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            return isDirectory.boolValue ? nil : ENOTDIR
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        guard failure == ENOENT, !parent.isEmpty, parent != path else { return failure }
+        if let parentFailure = makeDirectory(parent) { return parentFailure }
+        return mkdir(path, 0o775) == 0 ? nil : errno
+    }
+
     /// Opens the ledger at `path`. With `create`, a missing ledger is created (with the default
     /// zone UTC unless `initialize` sets another); without it, a missing ledger is an error.
     public init(path: String, create: Bool, mapSize: Int? = nil,
@@ -53,7 +67,14 @@ public final class EventLog: Sendable {
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
         if !manager.fileExists(atPath: dataFile) {
             guard create else { throw LedgerError.noLedger(path: path) }
-            try manager.createDirectory(atPath: path, withIntermediateDirectories: true)
+            // mkdir(2) itself, for its plain errno (Foundation's error prints as a dictionary).
+            var isDirectory: ObjCBool = false
+            if manager.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+                throw LedgerError.cannotCreate(path: path, reason: "it is a file, not a ledger directory")
+            }
+            if let failure = EventLog.makeDirectory(path) {
+                throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))
+            }
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
         let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)

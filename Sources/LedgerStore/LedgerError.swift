@@ -16,6 +16,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case projectionMismatch(projection: String, row: String)
     /// The disk (or the file system's quota) is full; nothing of the batch was written.
     case diskFull(path: String)
+    /// The ledger's directory could not be made.
+    case cannotCreate(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -31,6 +33,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "seq \(seq) is corrupt: \(reason)"
         case .projectionMismatch(let projection, let row):
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
+        case .cannotCreate(let path, let reason):
+            "cannot create a ledger at '\(path)': \(reason)"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         }

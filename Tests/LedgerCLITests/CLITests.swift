@@ -194,6 +194,37 @@ struct CommandTests {
         }
     }
 
+    @Test("an option is not taken for another option's value; messages name the option given")
+    func optionValues() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: db).status == 0)
+            let forgot = ledger(["project", "daily", "--user", "--fallback"], db: db)
+            #expect(forgot.status == 64)
+            #expect(forgot.stderr.hasPrefix("Error: option '--user' needs a value (U), got the option '--fallback'\n"))
+            #expect(ledger(["project", "daily", "--user=--odd"], db: db).status == 0)  // the = form still takes it
+            let toDate = ledger(["replay", "--to-seq", "1", "--to-date", "2026-02-30"], db: db)
+            #expect(toDate.status == 64)
+            #expect(toDate.stderr.hasPrefix("Error: '--to-date' needs a date that exists"), "\(toDate.stderr)")
+            let long = #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a","metadata":{"k":""# + String(repeating: "x", count: 17_000) + #""}}"#
+            #expect(ledger(["append"], stdin: long, db: db).stderr == "Error: line 1: 'metadata.k' is longer than 16 KiB\n")
+        }
+    }
+
+    @Test("a ledger path that is a file, or under one, is said plainly; missing folders are made")
+    func ledgerPaths() throws {
+        try withTemporaryLedger { db in
+            let file = db + ".txt"
+            try "not a ledger".write(toFile: file, atomically: true, encoding: .utf8)
+            let onFile = ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: file)
+            #expect(onFile.status == 1)
+            #expect(onFile.stderr == "Error: cannot create a ledger at '\(file)': it is a file, not a ledger directory\n")
+            let under = ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: file + "/inner.db")
+            #expect(under.stderr == "Error: cannot create a ledger at '\(file)/inner.db': Not a directory\n")
+            let nested = db + "/a/b/c.db"
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: nested).status == 0)
+        }
+    }
+
     @Test("numbers past what a seq or a count can hold are usage errors or simply empty, never a crash")
     func hugeNumbers() throws {
         try withTemporaryLedger { db in
