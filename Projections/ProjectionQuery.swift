@@ -124,3 +124,32 @@ public struct ProjectionQuery {
         return result.sorted { $0.1.utf8.lexicographicallyPrecedes($1.1.utf8) }
     }
 }
+
+extension Row {
+    /// The rows of `projection` that `filter` selects, read with `read`; with `fallback` (daily
+    /// rows of one day, SPEC §4.4), each user and type without a row that day gets its
+    /// last-known row marked `"stale": true`, and the day's own rows `"stale": false`. The one
+    /// rule behind `project --fallback`, `replay --fallback` and `GET …?fallback=true`.
+    public static func rows(_ projection: ProjectionName, filter: RowFilter, fallback: Bool,
+                            _ read: (ProjectionName, RowFilter) throws -> [Row]) throws -> [Row] {
+        var rows = try read(projection, filter)
+        guard fallback else { return rows }
+        rows = rows.map { row in
+            var fresh = row
+            fresh.values["stale"] = .bool(false)
+            return fresh
+        }
+        var known = RowFilter(user: filter.user, type: filter.type)
+        known.to = filter.to
+        let have = Set(rows.map { [$0.values["user"]?.stringValue ?? "", $0.values["type"]?.stringValue ?? ""] })
+        for row in try read(.lastKnown, known) {
+            let key = [row.values["user"]?.stringValue ?? "", row.values["type"]?.stringValue ?? ""]
+            guard !have.contains(key) else { continue }
+            var stale = row
+            stale.values["stale"] = .bool(true)
+            rows.append(stale)
+        }
+        return Row.sorted(rows)
+    }
+}
+

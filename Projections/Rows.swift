@@ -36,11 +36,19 @@ public struct Row: Sendable, Equatable {
     }
 
     /// The JSON object with keys in column order.
-    public var jsonBytes: [UInt8] {
+    public var jsonBytes: [UInt8] { jsonBytes(columns: projection.columns) }
+
+    /// The row as a JSON object of `columns`, in that order; absent values are left out.
+    public func jsonBytes(columns: [String]) -> [UInt8] {
         var out: [UInt8] = []
-        JSONValue.writeOrderedObject(projection.columns.map { ($0, values[$0]) }, to: &out)
+        JSONValue.writeOrderedObject(columns.map { ($0, values[$0]) }, to: &out)
         return out
     }
+
+    /// The columns of daily rows with a fallback (`--fallback`): stale rows are last-known
+    /// rows, so their extra columns come too.
+    public static let fallbackColumns = ["user", "type", "date", "value", "unit", "samples", "sources",
+                                         "latestSampleEnd", "seq", "recorded", "stale"]
 
     /// The sort key of SPEC §5: user, type, date, source (client for grants).
     public var sortKey: [String] {

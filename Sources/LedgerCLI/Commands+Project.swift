@@ -198,45 +198,22 @@ extension Commands {
     /// Resolves `--date today` in the user's profile zone (with `--user`), else the ledger's.
     static func resolveToday(_ request: inout RowRequest, log: EventLog, now: Timestamp) throws {
         guard request.today else { return }
-        var zone = try log.defaultZone()
-        if let user = request.filter.user, let name = try log.profileZone(of: user), let profile = Zone(name) {
-            zone = profile
-        }
-        let local = now.microseconds / 1_000_000 + Int64(zone.offset(at: now))
-        let day = CivilDate(daysSinceEpoch: Int(local.floorDivided(by: 86_400).quotient))
+        let day = try log.today(for: request.filter.user, now: now)
         request.filter.from = day
         request.filter.to = day
     }
 
-    /// The rows of the request; with `--fallback`, each user and type without a row on the
-    /// day gets its last-known row marked `"stale": true` (fresh rows get `"stale": false`).
+    /// The rows of the request; with `--fallback`, see `Row.withFallback`.
     static func fetchRows(_ request: RowRequest,
                           _ read: (ProjectionName, RowFilter) throws -> [Row]) throws -> [Row] {
-        var rows = try read(request.projection, request.filter)
-        guard request.fallback else { return rows }
-        rows = rows.map { row in
-            var fresh = row
-            fresh.values["stale"] = .bool(false)
-            return fresh
-        }
-        var known = RowFilter(user: request.filter.user, type: request.filter.type)
-        known.to = request.filter.to
-        let have = Set(rows.map { [$0.values["user"]?.stringValue ?? "", $0.values["type"]?.stringValue ?? ""] })
-        for row in try read(.lastKnown, known) {
-            let key = [row.values["user"]?.stringValue ?? "", row.values["type"]?.stringValue ?? ""]
-            guard !have.contains(key) else { continue }
-            var stale = row
-            stale.values["stale"] = .bool(true)
-            rows.append(stale)
-        }
-        return Row.sorted(rows)
+        try Row.rows(request.projection, filter: request.filter, fallback: request.fallback, read)
     }
 
     static func write(_ rows: [Row], request: RowRequest, to sink: OutputSink) {
         var columns = request.projection.columns
         if request.fallback {
             // Stale rows are last-known rows: show their extra columns too.
-            columns = ["user", "type", "date", "value", "unit", "samples", "sources", "latestSampleEnd", "seq", "recorded", "stale"]
+            columns = Row.fallbackColumns
         } else if request.projection == .lastKnown {
             columns.removeAll { $0 == "stale" }
         }

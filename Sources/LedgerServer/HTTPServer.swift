@@ -355,16 +355,41 @@ public final class HTTPServer: @unchecked Sendable {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
             filter.type = type
         }
+        let dateText = value(connection, kind: .GET_ARGUMENT_KIND, "date")
+        var today = false
         for (parameter, keyPath) in [("from", \RowFilter.from), ("to", \RowFilter.to), ("date", \RowFilter.from)] {
             guard let text = value(connection, kind: .GET_ARGUMENT_KIND, parameter), !(replay && parameter == "to") else { continue }
-            guard let date = CivilDate(parsing: text) else { return .error(400, "'\(parameter)' must be a date YYYY-MM-DD, got '\(text)'") }
+            if parameter == "date", text == "today" {
+                today = true
+                continue
+            }
+            guard let date = CivilDate(parsing: text) else {
+                return .error(400, "'\(parameter)' must be a date YYYY-MM-DD\(parameter == "date" ? " or today" : ""), got '\(text)'")
+            }
             filter[keyPath: keyPath] = date
             if parameter == "date" { filter.to = date }
+        }
+        // As `project --fallback` (SPEC §4.4): daily rows of one day, else each last-known row.
+        var fallback = false
+        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "fallback") {
+            guard text == "true" || text == "false" else { return .error(400, "'fallback' must be true or false, got '\(text)'") }
+            fallback = text == "true"
+            if fallback, projection != .daily || dateText == nil {
+                return .error(400, "'fallback' works with daily (or daily-steps) and 'date'")
+            }
+        }
+        if replay, value(connection, kind: .GET_ARGUMENT_KIND, "to_seq") != nil, value(connection, kind: .GET_ARGUMENT_KIND, "to") != nil {
+            return .error(400, "give either 'to' or 'to_seq', not both")
         }
         if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
             return .error(403, refusal)
         }
         do {
+            if today {
+                let day = try log.today(for: filter.user, now: EventLog.systemClock())
+                filter.from = day
+                filter.to = day
+            }
             var rows: [Row]
             var headers: [(String, String)] = []
             if replay {
@@ -381,17 +406,17 @@ public final class HTTPServer: @unchecked Sendable {
                     return .error(400, "replay needs 'to' or 'to_seq'")
                 }
                 (rows, headers) = try log.withReplay(to: target, users: filter.user.map { [$0] }) { point, query in
-                    (try query.rows(projection, filter: filter),
+                    (try Row.rows(projection, filter: filter, fallback: fallback) { try query.rows($0, filter: $1) },
                      [("Ledger-As-Of", "seq \(point.seq), recorded \(point.recorded?.rfc3339 ?? "-"), hash \(point.hash.hex)")])
                 }
             } else {
-                rows = try log.rows(projection, filter: filter)
+                rows = try Row.rows(projection, filter: filter, fallback: fallback) { try log.rows($0, filter: $1) }
             }
             rows = rows.filter { access.mayRead($0, client: client) }
             var out: [UInt8] = [UInt8(ascii: "[")]
             for (index, row) in rows.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                out += row.jsonBytes
+                out += fallback ? row.jsonBytes(columns: Row.fallbackColumns) : row.jsonBytes
             }
             out += Array("]\n".utf8)
             return Response(status: 200, body: out, headers: headers)

@@ -203,6 +203,17 @@ extension EventLog {
         try environment.read { txn in try ProjectionQuery(store: stateStore(txn)).grant(user: user, client: client) }
     }
 
+    /// Today's date at `now` in `user`'s profile zone when they set one, else in the ledger's
+    /// default zone (what `--date today` means).
+    public func today(for user: String?, now: Timestamp) throws -> CivilDate {
+        var zone = try defaultZone()
+        if let user, let name = try profileZone(of: user), let profile = Zone(name) {
+            zone = profile
+        }
+        let local = now.microseconds / 1_000_000 + Int64(zone.offset(at: now))
+        return CivilDate(daysSinceEpoch: Int(local.floorDivided(by: 86_400).quotient))
+    }
+
     /// A user's profile zone, if they set one.
     public func profileZone(of user: String) throws -> String? {
         try ensureProjectionsCurrent()

@@ -58,6 +58,36 @@ struct ServerTests {
         }
     }
 
+    @Test("projections take date=today and fallback=true as project does; replay refuses both to and to_seq")
+    func fallbackAndToday() throws {
+        try withServer { f in
+            #expect(try f.post(step(minute: 1, value: 70)).status == 200)  // ann, 2026-11-29
+            func get(_ path: String) throws -> HTTPResponse { try http("GET", port: f.port, path: path, headers: f.auth) }
+            // No row on 12-01, so the last-known row of 11-29 comes back marked stale.
+            let stale = try get("/v1/projections/daily?user=ann&date=2026-12-01&fallback=true")
+            #expect(stale.status == 200)
+            guard case .array(let rows) = try JSONValue.parse(Array(stale.body.utf8)) else {
+                Issue.record("not an array: \(stale.body)")
+                return
+            }
+            #expect(rows.count == 1, "\(stale.body)")
+            #expect(rows.first?.objectValue?["stale"] == .bool(true))
+            #expect(rows.first?.objectValue?["date"] == .string("2026-11-29"))
+            // The same bytes as `project --format json` (SPEC §9).
+            let cli = try runProcess(f.binary, ["project", "daily", "--user", "ann", "--date", "2026-12-01", "--fallback",
+                                                "--format", "json", "--db", f.db])
+            #expect(stale.body == cli.stdout, "\(stale.body)\n\(cli.stdout)")
+            let fresh = try get("/v1/projections/daily?user=ann&date=2026-11-29&fallback=true")
+            #expect(fresh.body.contains("\"stale\":false") && !fresh.body.contains("\"stale\":true"), "\(fresh.body)")
+            #expect(try get("/v1/projections/daily?user=ann&date=today").status == 200)
+            #expect(try get("/v1/projections/daily?user=ann&date=today&fallback=true").status == 200)
+            #expect(try get("/v1/projections/daily?user=ann&date=2026-12-01&fallback=yes").status == 400)
+            #expect(try get("/v1/projections/per-source?user=ann&date=2026-12-01&fallback=true").status == 400)
+            #expect(try get("/v1/replay/daily?to_seq=1&to=2026-12-01").status == 400)
+            #expect(try get("/v1/replay/daily?to_seq=1&date=2026-12-01&fallback=true&user=ann").body.contains("\"stale\":true"))
+        }
+    }
+
     @Test("a stream from the largest seq waits, and the server stays up")
     func streamFromLargestSeq() throws {
         try withServer { f in
