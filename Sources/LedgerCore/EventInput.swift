@@ -125,6 +125,10 @@ public enum EventInput {
     static func forEachValue(_ bytes: [UInt8],
                              line: (InputLocation, UnsafeMutablePointer<json_t>) throws -> Bool = { _, _ in false },
                              _ body: (InputLocation, JSONValue) throws -> Void) throws {
+        // A UTF-8 byte order mark (Windows editors write one) may start the input (RFC 8259
+        // §8.1 lets a parser ignore it); it becomes spaces, so columns and lines stay.
+        var bytes = bytes
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.replaceSubrange(0..<3, with: [0x20, 0x20, 0x20]) }
         switch try shape(of: bytes) {
         case .array:
             for (location, value) in try parseArray(bytes) { try body(location, value) }

@@ -233,8 +233,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     private func authenticate(_ connection: OpaquePointer) -> Result<APIClient?, ResponseFailure> {
         guard authRequired else { return .success(nil) }
+        // The scheme's name is case-insensitive (RFC 9110 §11.1): "bearer" is "Bearer".
         guard let header = value(connection, kind: .HEADER_KIND, "Authorization"),
-              header.hasPrefix("Bearer ") else {
+              header.prefix(7).lowercased() == "bearer " else {
             return .failure(ResponseFailure(response: .error(401, "missing 'Authorization: Bearer <token>'")))
         }
         guard let client = try? log.client(forToken: String(header.dropFirst(7))) else {

@@ -80,6 +80,9 @@ struct ServerTests {
             let fresh = try get("/v1/projections/daily?user=ann&date=2026-11-29&fallback=true")
             #expect(fresh.body.contains("\"stale\":false") && !fresh.body.contains("\"stale\":true"), "\(fresh.body)")
             #expect(try get("/v1/projections/daily?user=ann&date=today").status == 200)
+            let lower = f.auth.mapValues { $0.replacingOccurrences(of: "Bearer ", with: "bearer ") }
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: lower).status == 200)
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann").status == 401)
             #expect(try get("/v1/projections/daily?user=ann&date=today&fallback=true").status == 200)
             #expect(try get("/v1/projections/daily?user=ann&date=2026-12-01&fallback=yes").status == 400)
             #expect(try get("/v1/projections/per-source?user=ann&date=2026-12-01&fallback=true").status == 400)

@@ -350,6 +350,14 @@ struct HostileLayoutTests {
         #expect { try EventInput.decode(Array(lines.utf8)) } throws: { ($0 as? InputError)?.location == .line(2) }
     }
 
+    @Test("a UTF-8 byte order mark at the start is ignored; lines and columns stay")
+    func byteOrderMark() throws {
+        let line = #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a"}"#
+        #expect(try EventInput.decode([0xEF, 0xBB, 0xBF] + Array((line + "\n" + line.replacingOccurrences(of: "\"a\"", with: "\"b\"")).utf8)).count == 2)
+        #expect { try EventInput.decode([0xEF, 0xBB, 0xBF] + Array((line + "\n{bad").utf8)) } throws: { ($0 as? InputError)?.location == .line(2) }
+        #expect(try EventInput.decode([0xEF, 0xBB, 0xBF] + Array("[\(line)]".utf8)).count == 1)
+    }
+
     @Test("a priority list of 50,000 names is checked for repeats in linear time, by bytes")
     func longPriority() throws {
         let names = (0..<50_000).map { "\"s\($0)\"" }.joined(separator: ",")
