@@ -6,7 +6,10 @@ import Foundation
 ///
 /// - the internal DTD (`<!DOCTYPE HealthData [ … ]>`) is dropped: iOS 16 writes one that is
 ///   malformed, and the importer needs no DTD;
-/// - control characters XML forbids (such as the stray `\x0b` some exports carry) become spaces.
+/// - control characters XML forbids (such as the stray `\x0b` some exports carry) become spaces;
+/// - comments are dropped, all but their line breaks (so the parser's line numbers stay the
+///   file's): libxml2's push parser looks for a comment's end again from its start on every
+///   chunk, so a comment of megabytes took minutes. CDATA sections are passed on untouched.
 ///
 /// Reads are streamed in chunks; memory stays flat however large the file.
 final class ExportStream {
@@ -27,6 +30,11 @@ final class ExportStream {
     private var doctypeHasSubset = false
 
     private enum DoctypeState { case searching, inside, done }
+    /// Where in the markup after the DOCTYPE we are.
+    private enum Markup { case text, comment, cdata }
+    private var markup: Markup = .text
+    private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
+    private static let cdataOpen = Array("<![CDATA[".utf8), cdataClose = Array("]]>".utf8)
 
     /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
@@ -124,7 +132,8 @@ final class ExportStream {
             if count == 0 {
                 // What was held back while looking for a DOCTYPE is plain text after all.
                 finished = true
-                pending = carry.map(cleanByte)
+                // Inside an unfinished comment, the parser is told of it, and says so.
+                pending = markup == .comment ? ExportStream.commentOpen : carry.map(cleanByte)
                 carry = []
             } else {
                 bytesRead += Int64(count)
@@ -183,16 +192,84 @@ final class ExportStream {
                 if bytes[index] > 0x20 { previousDoctypeByte = bytes[index] }
                 index += 1
             case .done:
-                let rest = bytes[index...]
-                if rest.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
-                    out.append(contentsOf: rest.map(cleanByte))
-                } else {
-                    out.append(contentsOf: rest)
-                }
+                appendMarkup(bytes[index...], to: &out)
                 return out
             }
         }
         return out
+    }
+
+    /// Passes `bytes` on, cleaned, without comments; holds back in `carry` a tail that might
+    /// be the start of `<!--`, `<![CDATA[`, `-->` or `]]>` split across reads.
+    private func appendMarkup(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
+        var index = bytes.startIndex
+        func find(_ byte: UInt8, from start: Int) -> Int? {
+            bytes.withUnsafeBufferPointer { buffer -> Int? in
+                let offset = start - bytes.startIndex
+                guard offset < buffer.count,
+                      let found = memchr(buffer.baseAddress! + offset, Int32(byte), buffer.count - offset) else { return nil }
+                return start + (UnsafeRawPointer(found) - UnsafeRawPointer(buffer.baseAddress! + offset))
+            }
+        }
+        func text(_ range: Range<Int>) {
+            let part = bytes[range]
+            if part.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
+                out.append(contentsOf: part.map(cleanByte))
+            } else {
+                out.append(contentsOf: part)
+            }
+        }
+        func hold(from start: Int) { carry = Array(bytes[start...]) }
+        while index < bytes.endIndex {
+            switch markup {
+            case .text:
+                guard let open = find(UInt8(ascii: "<"), from: index) else {
+                    text(index..<bytes.endIndex)
+                    return
+                }
+                text(index..<open)
+                let rest = bytes[open...]
+                if rest.count < ExportStream.cdataOpen.count,
+                   ExportStream.commentOpen.starts(with: rest.prefix(4)) || ExportStream.cdataOpen.starts(with: rest) {
+                    hold(from: open)  // could still become "<!--" or "<![CDATA["
+                    return
+                }
+                if rest.starts(with: ExportStream.commentOpen) {
+                    markup = .comment
+                    index = open + ExportStream.commentOpen.count
+                } else if rest.starts(with: ExportStream.cdataOpen) {
+                    markup = .cdata
+                    out.append(contentsOf: ExportStream.cdataOpen)
+                    index = open + ExportStream.cdataOpen.count
+                } else {
+                    out.append(UInt8(ascii: "<"))
+                    index = open + 1
+                }
+            case .comment, .cdata:
+                let close = markup == .comment ? ExportStream.commentClose : ExportStream.cdataClose
+                var search = index
+                var end: Int?
+                while let candidate = find(close[0], from: search) {
+                    if bytes[candidate...].starts(with: close) { end = candidate; break }
+                    if bytes.endIndex - candidate < close.count { break }
+                    search = candidate + 1
+                }
+                // Without the end here, keep the last bytes back: they may begin it.
+                let stop = end ?? max(index, bytes.endIndex - (close.count - 1))
+                if markup == .comment {
+                    for byte in bytes[index..<stop] where byte == 0x0A { out.append(0x0A) }
+                } else {
+                    text(index..<stop)
+                }
+                guard let end else {
+                    hold(from: stop)
+                    return
+                }
+                if markup == .cdata { out.append(contentsOf: close) }
+                markup = .text
+                index = end + close.count
+            }
+        }
     }
 
     private func cleanByte(_ byte: UInt8) -> UInt8 {

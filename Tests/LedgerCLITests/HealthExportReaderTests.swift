@@ -21,6 +21,32 @@ struct HealthExportReaderTests {
         return records
     }
 
+    @Test("comments are skipped, however long and wherever the reads split them; CDATA is kept")
+    func comments() throws {
+        func record(_ value: Int) -> String {
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="a" value="\#(value)"/>"#
+        }
+        // A comment holding markup, one of 3 MB over many lines (libxml2's push parser alone
+        // took seconds on such), and comments placed so each delimiter straddles a read of
+        // 256 KiB: the first starts 2 bytes before the boundary, the next ends across it.
+        let big = String(repeating: "lorem ipsum <Record value=\"99\"/> --\n", count: 80_000)
+        var head = "<?xml version=\"1.0\"?>\n<HealthData>\n <!-- " + record(98) + " -->\n " + record(1) + "\n"
+        head += String(repeating: " ", count: (1 << 18) - 2 - head.utf8.count) + "<!-- split -->\n"
+        let xml = head + " " + record(2) + "\n <!--" + big + "-->\n <Note><![CDATA[ <!-- kept --> ]]></Note>\n " + record(3)
+            + "\n <!-- unterminated -- fine --><!---->\n" + record(4) + "\n</HealthData>\n"
+        let path = try write(xml)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let records = try readAll(path)
+        #expect(records.map(\.value) == ["1", "2", "3", "4"])
+        // Line numbers count the comments' lines.
+        let lineOf4 = xml.split(separator: "\n", omittingEmptySubsequences: false).firstIndex { $0.contains("value=\"4\"") }! + 1
+        #expect(records.last?.line == lineOf4)
+        // A comment that never ends is an error at the end, not a silent success.
+        let open = try write("<HealthData>\n" + record(1) + "\n<!-- no end\n</HealthData>\n")
+        defer { try? FileManager.default.removeItem(atPath: open) }
+        #expect(throws: ImportError.self) { try readAll(open) }
+    }
+
     @Test("attributes, entities, metadata, correlations and nesting")
     func shapes() throws {
         let path = try write("""
