@@ -13,9 +13,11 @@ import Synchronization
 /// heartbeat timer — resumes it. `lock` makes "nothing to send, so suspend" and "wake up"
 /// exclusive, so a commit between the read and the suspend cannot be missed.
 ///
-/// Each event carries all changes of one seq: `id: <seq>`, `event: change`, one `data:` line
-/// per change. A client that reconnects with `Last-Event-ID: <seq>` receives exactly what came
-/// after it.
+/// Each event carries one change (`event: change`, `data: <change>`, SPEC §9), so a client
+/// can parse each event's data as JSON. The last change of a seq (nearly always its only one)
+/// has `id: <seq>`; when one seq changed several rows, the ones before have `id: <seq>.<k>`,
+/// k counting from 0 the changes of that seq already sent. A client that reconnects with
+/// `Last-Event-ID` set to either receives exactly what came after it.
 final class EventStream: @unchecked Sendable {
     // @unchecked: `connection` is only used on libmicrohttpd's thread or under `lock`;
     // `pending` and `cursor` are touched only from `fill`, which MHD calls on its one thread.
@@ -24,6 +26,8 @@ final class EventStream: @unchecked Sendable {
     private let filter: ChangeFilter
     private let client: APIClient?
     private var cursor: UInt64
+    /// Changes of seq `cursor + 1` the client already has (from a `SEQ.K` event id).
+    private var sentOfNext: Int
     private var pending: [UInt8] = []
     private var pendingOffset = 0
 
@@ -35,12 +39,36 @@ final class EventStream: @unchecked Sendable {
     }
     private let lock = Mutex(WakeState())
 
-    init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, client: APIClient?, cursor: UInt64) {
+    /// Where a client resumes: after seq `after`, skipping `sentOfNext` changes of the seq after.
+    struct Position: Equatable {
+        var after: UInt64
+        var sentOfNext = 0
+
+        /// `SEQ` (everything of SEQ was received) or `SEQ.K` (changes 0…K of SEQ were).
+        init?(_ text: String) {
+            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+            guard let seq = parts.first.flatMap({ UInt64($0) }) else { return nil }
+            switch parts.count {
+            case 1:
+                after = seq
+            case 2:
+                guard seq > 0, let k = Int(parts[1]), k >= 0, k < Int.max else { return nil }
+                after = seq - 1
+                sentOfNext = k + 1
+            default:
+                return nil
+            }
+        }
+    }
+
+    init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, client: APIClient?,
+         cursor: UInt64, sentOfNext: Int = 0) {
         self.connection = connection
         self.server = server
         self.filter = filter
         self.client = client
         self.cursor = cursor
+        self.sentOfNext = sentOfNext
         // The stream opens with a comment so the client sees the headers at once.
         pending = Array(": stream from seq \(cursor)\n\n".utf8)
     }
@@ -96,12 +124,13 @@ final class EventStream: @unchecked Sendable {
             }
         }
         for (seq, group) in bySeq {
-            pending += Array("id: \(seq)\nevent: change\n".utf8)
-            for change in group {
-                pending += Array("data: ".utf8) + change.json + [0x0A]
+            let skip = seq == cursor &+ 1 ? sentOfNext : 0
+            for (k, change) in group.enumerated() where k >= skip {
+                let id = k == group.count - 1 ? "\(seq)" : "\(seq).\(k)"
+                pending += Array("id: \(id)\nevent: change\ndata: ".utf8) + change.json + [0x0A, 0x0A]
             }
-            pending.append(0x0A)
         }
+        if through > cursor { sentOfNext = 0 }
         cursor = through
     }
 

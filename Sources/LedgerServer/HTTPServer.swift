@@ -439,14 +439,18 @@ public final class HTTPServer: @unchecked Sendable {
             return queue(.error(403, refusal), on: connection)
         }
         let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
-        let cursor: UInt64
+        var cursor: UInt64
+        var sentOfNext = 0
         if let resume, resume != "now" {
-            guard let seq = UInt64(resume) else { return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq"), on: connection) }
-            cursor = seq
+            guard let position = EventStream.Position(resume) else {
+                return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"), on: connection)
+            }
+            (cursor, sentOfNext) = (position.after, position.sentOfNext)
         } else {
             cursor = (try? log.head().seq) ?? 0
         }
-        let stream = EventStream(connection: connection, server: self, filter: filter, client: client, cursor: cursor)
+        let stream = EventStream(connection: connection, server: self, filter: filter, client: client,
+                                 cursor: cursor, sentOfNext: sentOfNext)
         register(stream)
         let context = Unmanaged.passRetained(stream).toOpaque()
         guard let response = mhd.createResponseFromCallback(UInt64.max, 16 * 1024, { context, _, buffer, max in

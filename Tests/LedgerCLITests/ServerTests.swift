@@ -91,6 +91,37 @@ struct ServerTests {
         }
     }
 
+    @Test("one change per SSE event; a seq that changed two rows resumes exactly from SEQ.K")
+    func oneChangePerEvent() throws {
+        try withServer { f in
+            // A sample across midnight changes two daily rows in one seq.
+            let across = #"{"kind":"sample","user":"ann","type":"steps","value":100,"start":"2026-11-29T23:50:00Z","end":"2026-11-30T00:10:00Z","source":"iPhone"}"#
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=0", headers: f.auth)
+            #expect(try f.post(across).status == 200)
+            let first = try #require(try stream.nextChange())
+            let second = try #require(try stream.nextChange())
+            #expect(first.id == "1.0")
+            #expect(second.id == "1")
+            for event in [first, second] {
+                #expect(event.data.count == 1)
+                #expect((try? JSONValue.parse(Array(event.data[0].utf8)))?.objectValue?["seq"] == .int(1))
+            }
+            #expect(first.data != second.data)
+            // Resuming after the first gives the second only; after the seq, nothing of it.
+            let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
+                                        headers: f.auth.merging(["Last-Event-ID": "1.0"]) { $1 })
+            #expect(try resumed.nextChange() == second)
+            let after = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
+                                      headers: f.auth.merging(["Last-Event-ID": "1"]) { $1 })
+            #expect(try f.post(step(minute: 3)).status == 200)
+            #expect(try after.nextChange()?.id == "2")
+            for bad in ["1.x", "0.0", "1.2.3", "-1"] {
+                let refused = try SSEStream(port: f.port, path: "/v1/subscribe/daily", headers: f.auth.merging(["Last-Event-ID": bad]) { $1 })
+                #expect(refused.status == 400, "\(bad)")
+            }
+        }
+    }
+
     @Test("a stream from the largest seq waits, and the server stays up")
     func streamFromLargestSeq() throws {
         try withServer { f in
