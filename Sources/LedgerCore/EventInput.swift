@@ -105,11 +105,19 @@ public enum EventInput {
         if case .success(let value)? = whole, case .object = value { return .single(value, line: line) }
         // Not one object. NDJSON when its first line is a value on its own; otherwise it is one
         // object spread over lines (pretty-printed), and the problem is said for the whole.
-        let firstLineEnd = bytes[first...].firstIndex(of: 0x0A) ?? bytes.count
-        let firstLine = bytes.withUnsafeBytes { raw in
-            (try? JSONValue.parse(UnsafeRawBufferPointer(rebasing: raw[first..<firstLineEnd]))) != nil
+        // (A bad first line followed by a good one is NDJSON too: the line reader names line 1.)
+        func parsesAlone(from start: Int) -> (parses: Bool, end: Int) {
+            let end = bytes[start...].firstIndex(of: 0x0A) ?? bytes.count
+            let parses = bytes.withUnsafeBytes { raw in
+                (try? JSONValue.parse(UnsafeRawBufferPointer(rebasing: raw[start..<end]))) != nil
+            }
+            return (parses, end)
         }
-        if firstLine || firstLineEnd == bytes.count { return .lines }
+        let firstLine = parsesAlone(from: first)
+        if firstLine.parses || firstLine.end == bytes.count { return .lines }
+        if let second = bytes[firstLine.end...].firstIndex(where: { !isSpace($0) }), parsesAlone(from: second).parses {
+            return .lines
+        }
         switch whole {
         case .failure(let error)?:
             throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")
@@ -220,7 +228,7 @@ extension EventInput {
     public static func lineOfArrayElement(_ body: [UInt8], index: Int) -> Int? {
         var line = 1, depth = 0, element = -1
         var inString = false, escaped = false, expectingElement = false
-        for byte in body {
+        for byte in body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body[...] {
             if inString {
                 if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
                 if byte == UInt8(ascii: "\n") { line += 1 }

@@ -156,10 +156,10 @@ public struct AppleHealthConverter: Sendable {
         return Double(text)
     }
 
-    /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none, nil when it
-    /// has one that is not a whole number.
+    /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none (or an empty
+    /// one), nil when it has one that is not a whole number.
     static func syncVersion(_ record: HealthRecord) -> Int64? {
-        guard let text = record.metadata["HKMetadataKeySyncVersion"] else { return 0 }
+        guard let text = record.metadata["HKMetadataKeySyncVersion"], !text.isEmpty else { return 0 }
         return Int64(text)
     }
 

@@ -160,6 +160,11 @@ final class ExportStream {
         out.reserveCapacity(bytes.count)
         var index = 0
         while index < bytes.count {
+            if doctype == .searching, markup == .comment {
+                guard let end = skipComment(bytes[index...], to: &out) else { return out }
+                index = end
+                continue
+            }
             switch doctype {
             case .searching:
                 if bytes[index] == UInt8(ascii: "<") {
@@ -171,6 +176,13 @@ final class ExportStream {
                     if Array(bytes[index..<(index + ExportStream.doctypeOpen.count)]) == ExportStream.doctypeOpen {
                         doctype = .inside
                         index += ExportStream.doctypeOpen.count
+                        continue
+                    }
+                    if bytes[index...].starts(with: ExportStream.commentOpen) {
+                        // A comment before the root: dropped as later ones are, still looking
+                        // for the DOCTYPE after it.
+                        markup = .comment
+                        index += ExportStream.commentOpen.count
                         continue
                     }
                     // The root element comes before any DOCTYPE can: stop looking once it does.
@@ -245,8 +257,11 @@ final class ExportStream {
                     out.append(UInt8(ascii: "<"))
                     index = open + 1
                 }
-            case .comment, .cdata:
-                let close = markup == .comment ? ExportStream.commentClose : ExportStream.cdataClose
+            case .comment:
+                guard let end = skipComment(bytes[index...], to: &out) else { return }
+                index = end
+            case .cdata:
+                let close = ExportStream.cdataClose
                 var search = index
                 var end: Int?
                 while let candidate = find(close[0], from: search) {
@@ -256,20 +271,38 @@ final class ExportStream {
                 }
                 // Without the end here, keep the last bytes back: they may begin it.
                 let stop = end ?? max(index, bytes.endIndex - (close.count - 1))
-                if markup == .comment {
-                    for byte in bytes[index..<stop] where byte == 0x0A { out.append(0x0A) }
-                } else {
-                    text(index..<stop)
-                }
+                text(index..<stop)
                 guard let end else {
                     hold(from: stop)
                     return
                 }
-                if markup == .cdata { out.append(contentsOf: close) }
+                out.append(contentsOf: close)
                 markup = .text
                 index = end + close.count
             }
         }
+    }
+
+    /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and
+    /// returns the index after it (the markup is text again). Nil when the comment goes on past
+    /// these bytes; their last two are then held in `carry`, as they may begin `-->`.
+    private func skipComment(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Int? {
+        let close = ExportStream.commentClose
+        var search = bytes.startIndex
+        var end: Int?
+        while let candidate = bytes[search...].firstIndex(of: close[0]) {
+            if bytes[candidate...].starts(with: close) { end = candidate; break }
+            if bytes.endIndex - candidate < close.count { break }
+            search = candidate + 1
+        }
+        let stop = end ?? max(bytes.startIndex, bytes.endIndex - (close.count - 1))
+        for byte in bytes[bytes.startIndex..<stop] where byte == 0x0A { out.append(0x0A) }
+        guard let end else {
+            carry = Array(bytes[stop...])
+            return nil
+        }
+        markup = .text
+        return end + close.count
     }
 
     private func cleanByte(_ byte: UInt8) -> UInt8 {

@@ -30,7 +30,7 @@ struct LibXML2: ImportLibrary, @unchecked Sendable {
     static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibXML2() }
 
     private init() throws(LazyLibrary.LoadError) {
-        let library = try LazyLibrary("libxml2", sonames: ["libxml2.so", "libxml2.so.2"], package: "libxml2")
+        let library = try LazyLibrary("libxml2", sonames: ["libxml2.so", "libxml2.so.2", "libxml2.so.16"], package: "libxml2")
         createPushParserCtxt = try library.function("xmlCreatePushParserCtxt", as: ledger_xmlCreatePushParserCtxt_fn.self)
         ctxtUseOptions = try library.function("xmlCtxtUseOptions", as: ledger_xmlCtxtUseOptions_fn.self)
         parseChunk = try library.function("xmlParseChunk", as: ledger_xmlParseChunk_fn.self)

@@ -47,12 +47,17 @@ struct SampleState: Equatable {
             guard state.end >= state.start else {
                 return (correction.end != nil ? "end" : "start", "after this amendment the target's 'end' would precede its 'start'")
             }
-            // A value is in the (possibly amended) unit; a unit alone changes the canonical value
-            // by at most the ratio of two units of one type, which stays finite.
-            if let problem = Sample.rangeProblem(value: correction.value ?? 0, unit: state.unit, type: state.type,
-                                                 start: state.start, end: state.end) {
-                return (problem.field == "end" ? (correction.end != nil ? "end" : "start") : problem.field,
-                        problem.field == "end" ? "after this amendment the target would last more than 366 days" : problem.message)
+            // Only what the amendment changes is checked: a new value (in the possibly amended
+            // unit), and a new span. A unit alone changes the canonical value by at most the
+            // ratio of two units of one type (5,280 for miles to feet), which stays finite; the
+            // value is not kept here to check it against the limit itself.
+            if let value = correction.value,
+               let problem = Sample.rangeProblem(value: value, unit: state.unit, type: state.type, start: state.start, end: state.start) {
+                return problem
+            }
+            if correction.start != nil || correction.end != nil,
+               Sample.rangeProblem(value: 0, unit: state.unit, type: state.type, start: state.start, end: state.end) != nil {
+                return (correction.end != nil ? "end" : "start", "after this amendment the target would last more than 366 days")
             }
         }
         return nil
@@ -311,15 +316,25 @@ extension EventLog {
     static func sameContent(_ stored: UnsafeRawBufferPointer, _ body: [UInt8]) -> Bool {
         if body.withUnsafeBytes({ $0.elementsEqual(stored) }) { return true }
         guard case .object(let old)? = try? JSONValue.parse(stored),
-              case .object(let new)? = try? JSONValue.parse(body), old.count == new.count else { return false }
-        return old.allSatisfy { key, value in
-            guard let other = new[key] else { return false }
+              case .object(let new)? = try? JSONValue.parse(body) else { return false }
+        return sameMembers(old, new) { key, value, other in
             if key == "start" || key == "end", case .string(let a) = value, case .string(let b) = other,
                let x = try? Timestamp.parseRFC3339(a), let y = try? Timestamp.parseRFC3339(b) {
                 return x.0 == y.0
             }
             return sameValue(value, other)
         }
+    }
+
+    /// Whether two objects have the same keys, by bytes (a dictionary of `String` keys would
+    /// match "é" with "e" and a combining accent), and `same` holds for each pair of values.
+    private static func sameMembers(_ a: [String: JSONValue], _ b: [String: JSONValue],
+                                    _ same: (String, JSONValue, JSONValue) -> Bool) -> Bool {
+        guard a.count == b.count else { return false }
+        let byBytes = { (object: [String: JSONValue]) in
+            object.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }
+        }
+        return zip(byBytes(a), byBytes(b)).allSatisfy { x, y in sameName(x.key, y.key) && same(x.key, x.value, y.value) }
     }
 
     private static func sameValue(_ a: JSONValue, _ b: JSONValue) -> Bool {
@@ -329,7 +344,7 @@ extension EventLog {
         case (.array(let x), .array(let y)):
             return x.count == y.count && zip(x, y).allSatisfy { sameValue($0, $1) }
         case (.object(let x), .object(let y)):
-            return x.count == y.count && x.allSatisfy { key, value in y[key].map { sameValue(value, $0) } ?? false }
+            return sameMembers(x, y) { _, a, b in sameValue(a, b) }
         default:
             return a == b
         }

@@ -56,7 +56,10 @@ public final class EventLog: Sendable {
         let parent = (path as NSString).deletingLastPathComponent
         guard failure == ENOENT, !parent.isEmpty, parent != path else { return failure }
         if let parentFailure = makeDirectory(parent) { return parentFailure }
-        return mkdir(path, 0o775) == 0 ? nil : errno
+        if mkdir(path, 0o775) == 0 { return nil }
+        // Another process may have made it meanwhile (two appends creating one ledger).
+        return errno == EEXIST && FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
+            && isDirectory.boolValue ? nil : errno
     }
 
     /// Opens the ledger at `path`. With `create`, a missing ledger is created (with the default

@@ -30,8 +30,13 @@ struct HealthExportReaderTests {
         // took seconds on such), and comments placed so each delimiter straddles a read of
         // 256 KiB: the first starts 2 bytes before the boundary, the next ends across it.
         let big = String(repeating: "lorem ipsum <Record value=\"99\"/> --\n", count: 80_000)
-        var head = "<?xml version=\"1.0\"?>\n<HealthData>\n <!-- " + record(98) + " -->\n " + record(1) + "\n"
-        head += String(repeating: " ", count: (1 << 18) - 2 - head.utf8.count) + "<!-- split -->\n"
+        // A comment before the root holding markup, then a malformed DTD that must still be
+        // found and dropped after it.
+        var head = "<?xml version=\"1.0\"?>\n<!-- <Note> " + String(repeating: "x", count: 300_000) + " -->\n"
+            + "<!DOCTYPE HealthData [\n<!ATTLIST Broken\n]>\n"
+        head += "<HealthData>\n <!-- " + record(98) + " -->\n " + record(1) + "\n"
+        let boundary = (head.utf8.count / (1 << 18) + 1) * (1 << 18)  // the next 256 KiB read
+        head += String(repeating: " ", count: boundary - 2 - head.utf8.count) + "<!-- split -->\n"
         let xml = head + " " + record(2) + "\n <!--" + big + "-->\n <Note><![CDATA[ <!-- kept --> ]]></Note>\n " + record(3)
             + "\n <!-- unterminated -- fine --><!---->\n" + record(4) + "\n</HealthData>\n"
         let path = try write(xml)

@@ -323,6 +323,7 @@ struct ArrayElementLineTests {
         #expect(EventInput.lineOfArrayElement(Array("{\"a\":1}".utf8), index: 0) == nil)
         #expect(EventInput.lineOfArrayElement(Array("[]".utf8), index: 0) == nil)
         #expect(EventInput.lineOfArrayElement(Array("\n\n[1]".utf8), index: 0) == 3)
+        #expect(EventInput.lineOfArrayElement([0xEF, 0xBB, 0xBF] + Array("[1,\n2]".utf8), index: 1) == 2)
     }
 }
 
@@ -348,6 +349,14 @@ struct HostileLayoutTests {
         // NDJSON whose first line is whole still reads line by line.
         let lines = #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a"}"# + "\n{bad\n"
         #expect { try EventInput.decode(Array(lines.utf8)) } throws: { ($0 as? InputError)?.location == .line(2) }
+        // A bad first line before good ones is NDJSON whose line 1 is broken, whatever the size.
+        let good = #"{"kind":"sample","type":"steps","value":1,"start":"2026-01-01T00:00:00Z","end":"2026-01-01T00:01:00Z","source":"a"}"#
+        for rest in [good, Array(repeating: good, count: 12_000).joined(separator: "\n")] {
+            #expect { try EventInput.decode(Array(("{\"kind\":\"sample\",\n" + rest).utf8)) } throws: { error in
+                let input = error as? InputError
+                return input?.location == .line(1) && input?.message.hasPrefix("malformed JSON") == true
+            }
+        }
     }
 
     @Test("a UTF-8 byte order mark at the start is ignored; lines and columns stay")

@@ -118,7 +118,14 @@ struct EventLogTests {
             #expect(throws: InputError.self) {
                 try log.append(try batch(sampleLine(id: café, source: "Cafe\u{301}")))
             }
-            #expect(try log.head().seq == 5)
+            // And so is a metadata key spelled with other bytes.
+            let keyed = "5d1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d11"
+            let precomposed = sampleLine(id: keyed).replacingOccurrences(of: "}", with: ",\"metadata\":{\"caf\u{E9}\":\"x\"}}")
+            _ = try log.append(try batch(precomposed))
+            #expect(throws: InputError.self) {
+                try log.append(try batch(precomposed.replacingOccurrences(of: "caf\u{E9}", with: "cafe\u{301}")))
+            }
+            #expect(try log.head().seq == 6)
         }
     }
 
