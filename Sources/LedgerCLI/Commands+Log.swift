@@ -23,8 +23,10 @@ extension Commands {
         }
         var mapSize: Int?
         if let text = arguments.value("map-size") {
-            guard let size = parseSize(text), size >= 1 << 16 else {
-                throw CLIError.usage("'--map-size' needs a size of at least 64KiB in B, KiB, MiB, GiB or TiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
+            // At most 1 TiB to start (the map still doubles past it when full): a size beyond
+            // the address space would be recorded in the new file, and no process could open it.
+            guard let size = parseSize(text), size >= 1 << 16, size <= 1 << 40 else {
+                throw CLIError.usage("'--map-size' needs a size from 64KiB to 1TiB in B, KiB, MiB, GiB or TiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
             }
             mapSize = size
         }

@@ -12,6 +12,9 @@ public enum EventDecoder {
 
     /// Validates and normalizes `value`. `makeRandomID` supplies ids for non-sample events sent
     /// without one (injected so tests can be deterministic).
+    /// Fields of a stored event that the ledger assigns, never taken from input.
+    public static let envelopeFields = ["seq", "recorded", "hash"]
+
     public static func decode(_ value: JSONValue,
                               makeRandomID: () -> UUID = { UUID() }) throws(FieldError) -> Event {
         guard var object = value.objectValue else {
@@ -24,6 +27,11 @@ public enum EventDecoder {
         guard let kind = EventKind(rawValue: kindName) else {
             throw FieldError("kind", "unknown kind '\(clip(kindName))' (expected sample, correction, grant, revoke or profile)")
         }
+        // `seq`, `recorded` and `hash` are the ledger's to assign (SPEC §3): kept as unknown
+        // fields they would be printed beside the ledger's own, and a reader taking the last
+        // of two keys would take the client's. They are dropped, which also lets the output
+        // of `ledger log` be appended to another ledger as it is.
+        for envelope in EventDecoder.envelopeFields { object.removeValue(forKey: envelope) }
         var givenID: UUID?
         if let idValue = object["id"] {
             guard let text = idValue.stringValue else {

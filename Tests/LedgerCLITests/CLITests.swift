@@ -210,6 +210,29 @@ struct CommandTests {
         }
     }
 
+    @Test("seq, recorded and hash in input are the ledger's: dropped, so a log can be appended to a copy")
+    func envelopeFields() throws {
+        try withTemporaryLedger { db in
+            let forged = #"{"kind":"sample","seq":999,"hash":"abc","recorded":"1999-01-01T00:00:00Z","type":"steps","value":1,"start":"2026-03-01T08:00:00Z","end":"2026-03-01T08:10:00Z","source":"W"}"#
+            #expect(ledger(["append"], stdin: forged, db: db).status == 0)
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 3), db: db).status == 0)
+            let log = ledger(["log", "--format", "ndjson"], db: db).stdout
+            #expect(!log.contains("999") && !log.contains("\"abc\"") && !log.contains("1999-01-01"), "\(log)")
+            // The log's own output appends to another ledger as the same events.
+            let copy = db + "-copy"
+            #expect(ledger(["append"], stdin: log, db: copy).stdout.hasPrefix("appended 4, duplicates 0"))
+            #expect(ledger(["append"], stdin: log, db: copy).stdout.hasPrefix("appended 0, duplicates 4"))
+            func bodies(_ text: String) -> [String] {
+                text.split(separator: "\n").map { $0.replacingOccurrences(of: #"^\{"seq":\d+,"recorded":"[^"]*","hash":"[0-9a-f]*","#, with: "{", options: .regularExpression) }
+            }
+            #expect(bodies(ledger(["log", "--format", "ndjson"], db: copy).stdout) == bodies(log))
+            // A map beyond what can be addressed is refused before anything is created.
+            let big = db + "-big"
+            #expect(ledger(["init", "--map-size", "200TiB"], db: big).status == 64)
+            #expect(!FileManager.default.fileExists(atPath: big))
+        }
+    }
+
     @Test("a ledger path that is a file, or under one, is said plainly; missing folders are made")
     func ledgerPaths() throws {
         try withTemporaryLedger { db in
