@@ -325,7 +325,10 @@ public final class HTTPServer: @unchecked Sendable {
     private func getEvents(_ connection: OpaquePointer, client: APIClient?) -> Response {
         let from = value(connection, kind: .GET_ARGUMENT_KIND, "from").map { UInt64($0) } ?? 1
         let limit = value(connection, kind: .GET_ARGUMENT_KIND, "limit").map { Int($0) } ?? 1000
-        guard let from, let limit, limit > 0 else { return .error(400, "'from' and 'limit' must be whole numbers, 'limit' at least 1") }
+        // As `log --limit`: 0 asks for nothing (an empty list). Values past what fits are refused.
+        guard let from, let limit, limit >= 0 else {
+            return .error(400, "'from' needs a seq and 'limit' a whole number from 0 to \(Int.max)")
+        }
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {

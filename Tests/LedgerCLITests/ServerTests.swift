@@ -87,6 +87,10 @@ struct ServerTests {
             #expect(try get("/v1/projections/daily?user=ann&date=2026-12-01&fallback=yes").status == 400)
             #expect(try get("/v1/projections/per-source?user=ann&date=2026-12-01&fallback=true").status == 400)
             #expect(try get("/v1/replay/daily?to_seq=1&to=2026-12-01").status == 400)
+            // limit=0 is an empty list, as `log --limit 0` prints nothing; past Int.max is refused.
+            let none = try get("/v1/events?limit=0")
+            #expect(none.status == 200 && none.body.hasPrefix("[]"), "\(none.body)")
+            #expect(try get("/v1/events?limit=18446744073709551615").status == 400)
             #expect(try get("/v1/replay/daily?to_seq=1&date=2026-12-01&fallback=true&user=ann").body.contains("\"stale\":true"))
         }
     }
