@@ -50,7 +50,9 @@ extension Commands {
         var request = try rowRequest(arguments, context: context, name: arguments.positionals.first)
         let log = try context.openLog(arguments, create: false)
         try resolveToday(&request, log: log, now: context.now())
-        let rows = try fetchRows(request) { projection, filter in try log.rows(projection, filter: filter) }
+        let rows = try Row.rows(request.projection, filter: request.filter, fallback: request.fallback) {
+            try log.rows($0, filter: $1)
+        }
         write(rows, request: request, to: context.stdout)
         return 0
     }
@@ -89,12 +91,9 @@ extension Commands {
                 throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(when)'", usage: usage)
             }
         }
-        if let text = arguments.value("to-date"), CivilDate(parsing: text) == nil {
-            throw CLIError.usage("'--to-date' needs a date that exists, as YYYY-MM-DD, got '\(text)'", usage: usage)
-        }
-        var filterArguments = arguments
-        filterArguments.options["to"] = arguments.options["to-date"]
-        var request = try rowRequest(filterArguments, context: context, name: arguments.value("projection") ?? "daily")
+        // `--to` is the replay point here; the day filter's upper bound is `--to-date`.
+        var request = try rowRequest(arguments, context: context, name: arguments.value("projection") ?? "daily",
+                                     toOption: "to-date")
         let log = try context.openLog(arguments, create: false)
         let target: ReplayTarget
         if let toSeq {
@@ -108,7 +107,9 @@ extension Commands {
         try resolveToday(&request, log: log, now: context.now())
         // Rows of one user depend only on that user's events: fold just those.
         let (point, rows) = try log.withReplay(to: target, users: request.filter.user.map { [$0] }) { point, query in
-            (point, try fetchRows(request) { projection, filter in try query.rows(projection, filter: filter) })
+            (point, try Row.rows(request.projection, filter: request.filter, fallback: request.fallback) {
+                try query.rows($0, filter: $1)
+            })
         }
         write(rows, request: request, to: context.stdout)
         let recorded = point.recorded?.rfc3339 ?? "-"
@@ -141,7 +142,9 @@ extension Commands {
 
     static let projectionNames = ["daily", "daily-steps", "per-source", "last-known", "grants"]
 
-    static func rowRequest(_ arguments: ParsedArguments, context: CommandContext, name: String?) throws -> RowRequest {
+    /// The request `arguments` make; `toOption` names the option holding the last day.
+    static func rowRequest(_ arguments: ParsedArguments, context: CommandContext, name: String?,
+                           toOption: String = "to") throws -> RowRequest {
         let usage = arguments.usage
         guard let name else { throw CLIError.usage("missing projection NAME (\(projectionNames.joined(separator: ", ")))", usage: usage) }
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
@@ -163,7 +166,7 @@ extension Commands {
         }
         var today = false
         if let text = arguments.value("date") {
-            guard arguments.value("from") == nil, arguments.value("to") == nil else {
+            guard arguments.value("from") == nil, arguments.value(toOption) == nil else {
                 throw CLIError.usage("--date cannot be combined with --from or --to", usage: usage)
             }
             if text == "today" {
@@ -174,7 +177,7 @@ extension Commands {
             }
         } else {
             filter.from = try date("from")
-            filter.to = try date("to")
+            filter.to = try date(toOption)
         }
         let fallback = arguments.has("fallback")
         if fallback {
@@ -201,12 +204,6 @@ extension Commands {
         let day = try log.today(for: request.filter.user, now: now)
         request.filter.from = day
         request.filter.to = day
-    }
-
-    /// The rows of the request; with `--fallback`, see `Row.withFallback`.
-    static func fetchRows(_ request: RowRequest,
-                          _ read: (ProjectionName, RowFilter) throws -> [Row]) throws -> [Row] {
-        try Row.rows(request.projection, filter: request.filter, fallback: request.fallback, read)
     }
 
     static func write(_ rows: [Row], request: RowRequest, to sink: OutputSink) {

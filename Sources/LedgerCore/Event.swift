@@ -99,13 +99,18 @@ public struct Sample: Sendable, Equatable {
     /// range, as (field, message); nil when both are in range.
     public static func rangeProblem(value: Double, unit: String, type: QuantityType,
                                     start: Timestamp, end: Timestamp) -> (field: String, message: String)? {
-        if let factor = type.factor(from: unit), !(value * factor <= maximumCanonicalValue) {
-            return ("value", "'value' is too large: at most 1e15 \(type.canonicalUnit) once converted, got \(EventDecoder.describe(.double(value))) \(unit)")
-        }
-        if end.microseconds - start.microseconds > maximumDuration {
-            return ("end", "'end' is more than 366 days after 'start'")
-        }
-        return nil
+        valueProblem(value, unit: unit, type: type) ?? (lastsTooLong(start: start, end: end) ? ("end", "'end' is more than 366 days after 'start'") : nil)
+    }
+
+    /// Why `value` in `unit` is over `maximumCanonicalValue` once converted; nil when it is not.
+    public static func valueProblem(_ value: Double, unit: String, type: QuantityType) -> (field: String, message: String)? {
+        guard let factor = type.factor(from: unit), !(value * factor <= maximumCanonicalValue) else { return nil }
+        return ("value", "'value' is too large: at most 1e15 \(type.canonicalUnit) once converted, got \(EventDecoder.describe(.double(value))) \(unit)")
+    }
+
+    /// Whether a sample from `start` to `end` would last over `maximumDuration`.
+    public static func lastsTooLong(start: Timestamp, end: Timestamp) -> Bool {
+        end.microseconds - start.microseconds > maximumDuration
     }
 
     public var user: String

@@ -7,6 +7,9 @@ import Foundation
 /// object (which may span lines), or an array of objects. Errors name the line, or for an
 /// array the 0-based index, and never crash on hostile input.
 public enum EventInput {
+    /// A UTF-8 byte order mark, which may start the input (RFC 8259 §8.1 lets a parser ignore it).
+    static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+
     /// The longest line (or single document) accepted.
     public static let maxLineBytes = 1 << 20
 
@@ -133,10 +136,9 @@ public enum EventInput {
     static func forEachValue(_ bytes: [UInt8],
                              line: (InputLocation, UnsafeMutablePointer<json_t>) throws -> Bool = { _, _ in false },
                              _ body: (InputLocation, JSONValue) throws -> Void) throws {
-        // A UTF-8 byte order mark (Windows editors write one) may start the input (RFC 8259
-        // §8.1 lets a parser ignore it); it becomes spaces, so columns and lines stay.
+        // A byte order mark (Windows editors write one) becomes spaces, so columns and lines stay.
         var bytes = bytes
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.replaceSubrange(0..<3, with: [0x20, 0x20, 0x20]) }
+        if bytes.starts(with: byteOrderMark) { bytes.replaceSubrange(0..<3, with: [0x20, 0x20, 0x20]) }
         switch try shape(of: bytes) {
         case .array:
             for (location, value) in try parseArray(bytes) { try body(location, value) }
@@ -228,7 +230,7 @@ extension EventInput {
     public static func lineOfArrayElement(_ body: [UInt8], index: Int) -> Int? {
         var line = 1, depth = 0, element = -1
         var inString = false, escaped = false, expectingElement = false
-        for byte in body.starts(with: [0xEF, 0xBB, 0xBF]) ? body.dropFirst(3) : body[...] {
+        for byte in body.starts(with: byteOrderMark) ? body.dropFirst(byteOrderMark.count) : body[...] {
             if inString {
                 if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
                 if byte == UInt8(ascii: "\n") { line += 1 }

@@ -215,14 +215,6 @@ final class ExportStream {
     /// be the start of `<!--`, `<![CDATA[`, `-->` or `]]>` split across reads.
     private func appendMarkup(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         var index = bytes.startIndex
-        func find(_ byte: UInt8, from start: Int) -> Int? {
-            bytes.withUnsafeBufferPointer { buffer -> Int? in
-                let offset = start - bytes.startIndex
-                guard offset < buffer.count,
-                      let found = memchr(buffer.baseAddress! + offset, Int32(byte), buffer.count - offset) else { return nil }
-                return start + (UnsafeRawPointer(found) - UnsafeRawPointer(buffer.baseAddress! + offset))
-            }
-        }
         func text(_ range: Range<Int>) {
             let part = bytes[range]
             if part.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
@@ -235,7 +227,7 @@ final class ExportStream {
         while index < bytes.endIndex {
             switch markup {
             case .text:
-                guard let open = find(UInt8(ascii: "<"), from: index) else {
+                guard let open = ExportStream.firstIndex(of: UInt8(ascii: "<"), in: bytes[index...]) else {
                     text(index..<bytes.endIndex)
                     return
                 }
@@ -261,24 +253,15 @@ final class ExportStream {
                 guard let end = skipComment(bytes[index...], to: &out) else { return }
                 index = end
             case .cdata:
-                let close = ExportStream.cdataClose
-                var search = index
-                var end: Int?
-                while let candidate = find(close[0], from: search) {
-                    if bytes[candidate...].starts(with: close) { end = candidate; break }
-                    if bytes.endIndex - candidate < close.count { break }
-                    search = candidate + 1
-                }
-                // Without the end here, keep the last bytes back: they may begin it.
-                let stop = end ?? max(index, bytes.endIndex - (close.count - 1))
+                let (end, stop) = ExportStream.search(ExportStream.cdataClose, in: bytes[index...])
                 text(index..<stop)
                 guard let end else {
                     hold(from: stop)
                     return
                 }
-                out.append(contentsOf: close)
+                out.append(contentsOf: ExportStream.cdataClose)
                 markup = .text
-                index = end + close.count
+                index = end + ExportStream.cdataClose.count
             }
         }
     }
@@ -287,22 +270,34 @@ final class ExportStream {
     /// returns the index after it (the markup is text again). Nil when the comment goes on past
     /// these bytes; their last two are then held in `carry`, as they may begin `-->`.
     private func skipComment(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Int? {
-        let close = ExportStream.commentClose
-        var search = bytes.startIndex
-        var end: Int?
-        while let candidate = bytes[search...].firstIndex(of: close[0]) {
-            if bytes[candidate...].starts(with: close) { end = candidate; break }
-            if bytes.endIndex - candidate < close.count { break }
-            search = candidate + 1
-        }
-        let stop = end ?? max(bytes.startIndex, bytes.endIndex - (close.count - 1))
+        let (end, stop) = ExportStream.search(ExportStream.commentClose, in: bytes)
         for byte in bytes[bytes.startIndex..<stop] where byte == 0x0A { out.append(0x0A) }
         guard let end else {
             carry = Array(bytes[stop...])
             return nil
         }
         markup = .text
-        return end + close.count
+        return end + ExportStream.commentClose.count
+    }
+
+    /// Where `close` (`-->`, `]]>`) begins in `bytes`, and where the bytes before it end. With
+    /// no `close` here, `stop` leaves out the last `close.count - 1` bytes: they may begin it.
+    private static func search(_ close: [UInt8], in bytes: ArraySlice<UInt8>) -> (end: Int?, stop: Int) {
+        var from = bytes.startIndex
+        while let candidate = firstIndex(of: close[0], in: bytes[from...]) {
+            if bytes[candidate...].starts(with: close) { return (candidate, candidate) }
+            if bytes.endIndex - candidate < close.count { break }
+            from = candidate + 1
+        }
+        return (nil, max(bytes.startIndex, bytes.endIndex - (close.count - 1)))
+    }
+
+    /// `bytes.firstIndex(of: byte)` with `memchr`.
+    private static func firstIndex(of byte: UInt8, in bytes: ArraySlice<UInt8>) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer -> Int? in
+            guard let base = buffer.baseAddress, let found = memchr(base, Int32(byte), buffer.count) else { return nil }
+            return bytes.startIndex + (UnsafeRawPointer(found) - UnsafeRawPointer(base))
+        }
     }
 
     private func cleanByte(_ byte: UInt8) -> UInt8 {

@@ -354,15 +354,17 @@ public final class HTTPServer: @unchecked Sendable {
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
             return .error(404, "unknown projection '\(name)' (expected daily, daily-steps, per-source, last-known or grants)")
         }
-        var filter = RowFilter(user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
-        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
+        func argument(_ name: String) -> String? { value(connection, kind: .GET_ARGUMENT_KIND, name) }
+        var filter = RowFilter(user: argument("user"), type: impliedType)
+        if let text = argument("type") {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
             filter.type = type
         }
-        let dateText = value(connection, kind: .GET_ARGUMENT_KIND, "date")
+        let (dateText, toText, toSeqText) = (argument("date"), argument("to"), argument("to_seq"))
         var today = false
-        for (parameter, keyPath) in [("from", \RowFilter.from), ("to", \RowFilter.to), ("date", \RowFilter.from)] {
-            guard let text = value(connection, kind: .GET_ARGUMENT_KIND, parameter), !(replay && parameter == "to") else { continue }
+        for (parameter, text, keyPath) in [("from", argument("from"), \RowFilter.from), ("to", toText, \RowFilter.to),
+                                           ("date", dateText, \RowFilter.from)] {
+            guard let text, !(replay && parameter == "to") else { continue }
             if parameter == "date", text == "today" {
                 today = true
                 continue
@@ -375,14 +377,14 @@ public final class HTTPServer: @unchecked Sendable {
         }
         // As `project --fallback` (SPEC §4.4): daily rows of one day, else each last-known row.
         var fallback = false
-        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "fallback") {
+        if let text = argument("fallback") {
             guard text == "true" || text == "false" else { return .error(400, "'fallback' must be true or false, got '\(text)'") }
             fallback = text == "true"
             if fallback, projection != .daily || dateText == nil {
                 return .error(400, "'fallback' works with daily (or daily-steps) and 'date'")
             }
         }
-        if replay, value(connection, kind: .GET_ARGUMENT_KIND, "to_seq") != nil, value(connection, kind: .GET_ARGUMENT_KIND, "to") != nil {
+        if replay, toSeqText != nil, toText != nil {
             return .error(400, "give either 'to' or 'to_seq', not both")
         }
         if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
@@ -398,10 +400,10 @@ public final class HTTPServer: @unchecked Sendable {
             var headers: [(String, String)] = []
             if replay {
                 let target: ReplayTarget
-                if let seq = value(connection, kind: .GET_ARGUMENT_KIND, "to_seq") {
+                if let seq = toSeqText {
                     guard let number = UInt64(seq) else { return .error(400, "'to_seq' must be a whole number") }
                     target = .seq(number)
-                } else if let when = value(connection, kind: .GET_ARGUMENT_KIND, "to") {
+                } else if let when = toText {
                     guard let instant = try log.replayInstant(when) else {
                         return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD")
                     }

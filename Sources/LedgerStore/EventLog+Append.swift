@@ -51,12 +51,10 @@ struct SampleState: Equatable {
             // unit), and a new span. A unit alone changes the canonical value by at most the
             // ratio of two units of one type (5,280 for miles to feet), which stays finite; the
             // value is not kept here to check it against the limit itself.
-            if let value = correction.value,
-               let problem = Sample.rangeProblem(value: value, unit: state.unit, type: state.type, start: state.start, end: state.start) {
+            if let value = correction.value, let problem = Sample.valueProblem(value, unit: state.unit, type: state.type) {
                 return problem
             }
-            if correction.start != nil || correction.end != nil,
-               Sample.rangeProblem(value: 0, unit: state.unit, type: state.type, start: state.start, end: state.end) != nil {
+            if correction.start != nil || correction.end != nil, Sample.lastsTooLong(start: state.start, end: state.end) {
                 return (correction.end != nil ? "end" : "start", "after this amendment the target would last more than 366 days")
             }
         }

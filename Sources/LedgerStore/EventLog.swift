@@ -47,19 +47,19 @@ public final class EventLog: Sendable {
 
     /// `mkdir -p path`; the errno of the first failure, if any.
     static func makeDirectory(_ path: String) -> Int32? {
-        if mkdir(path, 0o775) == 0 { return nil }
-        let failure = errno
-        var isDirectory: ObjCBool = false
-        if failure == EEXIST, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+        // Made, or already a directory (perhaps made meanwhile by another process creating the
+        // same ledger); else the errno.
+        func make() -> Int32? {
+            if mkdir(path, 0o775) == 0 { return nil }
+            let failure = errno
+            var isDirectory: ObjCBool = false
+            guard failure == EEXIST, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return failure }
             return isDirectory.boolValue ? nil : ENOTDIR
         }
+        guard let failure = make() else { return nil }
         let parent = (path as NSString).deletingLastPathComponent
         guard failure == ENOENT, !parent.isEmpty, parent != path else { return failure }
-        if let parentFailure = makeDirectory(parent) { return parentFailure }
-        if mkdir(path, 0o775) == 0 { return nil }
-        // Another process may have made it meanwhile (two appends creating one ledger).
-        return errno == EEXIST && FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory)
-            && isDirectory.boolValue ? nil : errno
+        return makeDirectory(parent) ?? make()
     }
 
     /// Opens the ledger at `path`. With `create`, a missing ledger is created (with the default
