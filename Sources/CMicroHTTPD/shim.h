@@ -20,6 +20,7 @@ typedef __typeof__(&MHD_destroy_response) ledger_MHD_destroy_response_fn;
 typedef __typeof__(&MHD_add_response_header) ledger_MHD_add_response_header_fn;
 typedef __typeof__(&MHD_queue_response) ledger_MHD_queue_response_fn;
 typedef __typeof__(&MHD_lookup_connection_value) ledger_MHD_lookup_connection_value_fn;
+typedef __typeof__(&MHD_get_connection_values_n) ledger_MHD_get_connection_values_n_fn;
 
 /* MHD_start_daemon is variadic, which Swift cannot call: this fixes the options ledger uses.
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit

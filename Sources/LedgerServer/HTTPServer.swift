@@ -168,6 +168,13 @@ public final class HTTPServer: @unchecked Sendable {
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         if state.pointee == nil {
+            // Refused before any body is read: what libmicrohttpd accepts but would leave the
+            // handlers guessing (which Content-Length framed the body, which of two values or
+            // how much of a value cut at a NUL byte was meant).
+            if let problem = requestProblem(connection) {
+                metrics.values.withLock { $0.rejects += 1 }
+                return queue(.error(400, problem), on: connection)
+            }
             state.pointee = Unmanaged.passRetained(Request()).toOpaque()
             return .YES
         }
@@ -508,6 +515,44 @@ public final class HTTPServer: @unchecked Sendable {
 
         """
         return Response(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4")
+    }
+
+    /// Why the request's framing or query cannot be trusted, if it cannot: more than one
+    /// `Content-Length` header (RFC 9112 §6.3: the framing is invalid, so the request is
+    /// refused rather than read with one of them), a query argument given twice, or a key or
+    /// value holding a NUL byte (`%00`), which every C-string lookup would silently cut short.
+    func requestProblem(_ connection: OpaquePointer) -> String? {
+        final class Found {
+            var contentLengths = 0
+            var arguments: Set<[UInt8]> = []
+            var problem: String?
+        }
+        let found = Found()
+        let context = Unmanaged.passUnretained(found).toOpaque()
+        _ = mhd.getConnectionValues(connection, .HEADER_KIND, { context, _, key, keySize, _, _ in
+            let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
+            if let key, keySize == 14, strncasecmp(key, "Content-Length", 14) == 0 { found.contentLengths += 1 }
+            return .YES
+        }, context)
+        if found.contentLengths > 1 {
+            return "the request has \(found.contentLengths) 'Content-Length' headers; send exactly one"
+        }
+        _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, value, valueSize in
+            let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
+            let name = key.map { Array(UnsafeRawBufferPointer(start: $0, count: keySize)) } ?? []
+            let shown = String(decoding: name.prefix { $0 != 0 }, as: UTF8.self)
+            let bytes = value.map { UnsafeRawBufferPointer(start: $0, count: valueSize) }
+            if name.contains(0) || (bytes?.contains(0) ?? false) {
+                found.problem = "query argument '\(shown)' contains a NUL byte (%00)"
+                return .NO
+            }
+            guard found.arguments.insert(name).inserted else {
+                found.problem = "query argument '\(shown)' is given more than once"
+                return .NO
+            }
+            return .YES
+        }, context)
+        return found.problem
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {

@@ -17,6 +17,7 @@ struct LibMicroHTTPD: @unchecked Sendable {
     let addResponseHeader: ledger_MHD_add_response_header_fn
     let queueResponse: ledger_MHD_queue_response_fn
     let lookupConnectionValue: ledger_MHD_lookup_connection_value_fn
+    let getConnectionValues: ledger_MHD_get_connection_values_n_fn
 
     private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibMicroHTTPD() }
 
@@ -35,5 +36,6 @@ struct LibMicroHTTPD: @unchecked Sendable {
         addResponseHeader = try library.function("MHD_add_response_header", as: ledger_MHD_add_response_header_fn.self)
         queueResponse = try library.function("MHD_queue_response", as: ledger_MHD_queue_response_fn.self)
         lookupConnectionValue = try library.function("MHD_lookup_connection_value", as: ledger_MHD_lookup_connection_value_fn.self)
+        getConnectionValues = try library.function("MHD_get_connection_values_n", as: ledger_MHD_get_connection_values_n_fn.self)
     }
 }

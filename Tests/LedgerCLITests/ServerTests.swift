@@ -95,6 +95,34 @@ struct ServerTests {
         }
     }
 
+    @Test("two Content-Length headers, a repeated query argument or a %00 in one: 400, nothing written")
+    func ambiguousRequests() throws {
+        try withServer { server in
+            let body = step(minute: 1)
+            let auth = "Authorization: Bearer \(server.admin)\r\n"
+            let twoLengths = "POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: \(body.utf8.count)\r\n"
+                + "Content-Length: 3\r\nConnection: close\r\n\r\n\(body)"
+            let framed = try http(raw: Array(twoLengths.utf8), port: server.port)
+            #expect(framed.status == 400)
+            #expect(framed.body.contains("2 'Content-Length' headers"), "\(framed.body)")
+
+            #expect(try server.post(body).status == 200)
+            for (target, message) in [("/v1/projections/daily?user=ann&user=bob", "query argument 'user' is given more than once"),
+                                      ("/v1/projections/daily?user=an%00n", "query argument 'user' contains a NUL byte (%00)"),
+                                      ("/v1/events?fr%00om=1", "query argument 'fr' contains a NUL byte (%00)")] {
+                let request = "GET \(target) HTTP/1.1\r\nHost: x\r\n\(auth)Connection: close\r\n\r\n"
+                let response = try http(raw: Array(request.utf8), port: server.port)
+                #expect(response.status == 400, "\(target): \(response.body)")
+                #expect(response.body.contains(message), "\(target): \(response.body)")
+            }
+            // The same queries without the ambiguity are answered.
+            let rows = try http("GET", port: server.port, path: "/v1/projections/daily?user=ann", headers: server.auth)
+            #expect(rows.status == 200 && rows.body.contains(#""value":100"#), "\(rows.body)")
+            let log = try runProcess(server.binary, ["log", "--db", server.db])
+            #expect(log.stdout.split(separator: "\n").count == 1, "only the well-framed POST is in the log: \(log.stdout)")
+        }
+    }
+
     @Test("one change per SSE event; a seq that changed two rows resumes exactly from SEQ.K")
     func oneChangePerEvent() throws {
         try withServer { f in

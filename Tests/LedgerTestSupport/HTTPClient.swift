@@ -109,8 +109,14 @@ func requestBytes(_ method: String, path: String, headers: [String: String], bod
 /// One request; the whole response.
 public func http(_ method: String, port: UInt16, path: String, headers: [String: String] = [:],
                  body: [UInt8] = [], timeout: Double = 30) throws -> HTTPResponse {
+    try http(raw: requestBytes(method, path: path, headers: headers, body: body), port: port, timeout: timeout)
+}
+
+/// One request sent exactly as `raw` (for requests `http` cannot build: repeated headers, a
+/// NUL in the target); the whole response.
+public func http(raw: [UInt8], port: UInt16, timeout: Double = 30) throws -> HTTPResponse {
     let connection = try Connection(port: port)
-    try connection.send(requestBytes(method, path: path, headers: headers, body: body))
+    try connection.send(raw)
     let (status, responseHeaders) = try connection.head(timeout: timeout)
     var body: [UInt8] = []
     if responseHeaders["transfer-encoding"]?.lowercased() == "chunked" {
