@@ -70,6 +70,11 @@ public final class ActivityFold {
         var type: QuantityType
         var day: Int
         var bytes: [UInt8] { StateKey.day(user, type, day) }
+
+        /// One word hashed instead of three fields: every sample looks up each of its days.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(UInt64(user) &<< 35 ^ UInt64(type.code) &<< 32 ^ UInt64(UInt32(truncatingIfNeeded: day)))
+        }
     }
 
     private struct UserType: Hashable {
@@ -88,9 +93,9 @@ public final class ActivityFold {
     /// merge canonically equivalent names ("é" precomposed and decomposed) into one user.
     private var userIDs: [[UInt8]: UInt32] = [:]
     private var buckets: [DayKey: [BucketEntry]] = [:]
+    /// Every day the batch touched, with the latest event that touched it (also what
+    /// `last-known`'s cause is chosen from).
     private var dirtyDays: [DayKey: Cause] = [:]
-    /// Per user and type, every (event, day) the batch touched: for `last-known`'s cause.
-    private var touches: [UserType: [(cause: Cause, day: Int)]] = [:]
     private var changes: [RowChange] = []
     /// The last user and zone looked up: consecutive events nearly always share them, and
     /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
@@ -285,6 +290,11 @@ public final class ActivityFold {
         for (key, cause) in days {
             try recompute(key, cause: cause)
         }
+        // Per user and type, each touched day with the latest event that touched it.
+        var touches: [UserType: [(cause: Cause, day: Int)]] = [:]
+        for (key, cause) in days {
+            touches[UserType(user: key.user, type: key.type), default: []].append((cause, key.day))
+        }
         let userTypes = touches.keys.sorted { a, b in
             let (x, y) = (touches[a]!.map(\.cause.seq).max()!, touches[b]!.map(\.cause.seq).max()!)
             return x != y ? x < y : (a.user, a.type.code) < (b.user, b.type.code)
@@ -299,7 +309,6 @@ public final class ActivityFold {
         lastUser = LastLookup()
         buckets.removeAll()
         dirtyDays.removeAll()
-        touches.removeAll()
         changes.removeAll()
         return result
     }
@@ -428,8 +437,8 @@ public final class ActivityFold {
     // MARK: - State access
 
     private func markDirty(_ key: DayKey, _ cause: Cause) {
-        if (dirtyDays[key]?.seq ?? 0) < cause.seq { dirtyDays[key] = cause }
-        touches[UserType(user: key.user, type: key.type), default: []].append((cause, key.day))
+        // Events come in seq order: a later one replaces the cause.
+        dirtyDays[key] = cause
     }
 
     private func markAllDays(user: UInt32, type: QuantityType, cause: Cause) throws {

@@ -17,17 +17,15 @@ struct ByteReader {
     }
 
     mutating func u32() -> UInt32 {
-        var value: UInt32 = 0
-        for index in offset..<(offset + 4) { value = value << 8 | UInt32(bytes[index]) }
-        offset += 4
-        return value
+        precondition(offset + 4 <= bytes.count, "state record ends early")
+        defer { offset += 4 }
+        return bytes.withUnsafeBytes { UInt32(bigEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt32.self)) }
     }
 
     mutating func u64() -> UInt64 {
-        var value: UInt64 = 0
-        for index in offset..<(offset + 8) { value = value << 8 | UInt64(bytes[index]) }
-        offset += 8
-        return value
+        precondition(offset + 8 <= bytes.count, "state record ends early")
+        defer { offset += 8 }
+        return bytes.withUnsafeBytes { UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
     }
 
     mutating func i64() -> Int64 { Int64(bitPattern: u64()) }
@@ -47,8 +45,7 @@ struct ByteReader {
 
     mutating func uuid() -> UUID {
         defer { offset += 16 }
-        let b = bytes, o = offset
-        return UUID(uuid: (b[o], b[o + 1], b[o + 2], b[o + 3], b[o + 4], b[o + 5], b[o + 6], b[o + 7],
-                           b[o + 8], b[o + 9], b[o + 10], b[o + 11], b[o + 12], b[o + 13], b[o + 14], b[o + 15]))
+        precondition(offset + 16 <= bytes.count, "state record ends early")
+        return bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(fromByteOffset: offset, as: uuid_t.self)) }
     }
 }

@@ -130,7 +130,8 @@ struct SampleRecord: Equatable {
     var canonicalValue: Double { value * (type.factor(from: unit) ?? 1) }
 
     var encoded: [UInt8] {
-        var writer = ByteWriter()
+        var writer = ByteWriter(capacity: 16 + 4 + 1 + 4 + source.utf8.count + 8 + 4 + unit.utf8.count + 16
+                                    + 4 + (zone?.utf8.count ?? 0) + 4 + 8 * days.count)
         writer.uuid(id)
         writer.u32(user)
         writer.u8(type.code)
@@ -187,7 +188,7 @@ struct BucketEntry: Equatable {
     var value: Double
 
     static func encode(_ entries: [BucketEntry]) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = ByteWriter(capacity: 4 + entries.reduce(0) { $0 + 16 + 8 + $1.source.utf8.count + $1.zone.utf8.count + 24 })
         writer.u32(UInt32(entries.count))
         for entry in entries {
             writer.uuid(entry.id)

@@ -27,6 +27,25 @@ public enum StateTable: String, CaseIterable, Sendable {
     case grants
 }
 
+extension StateTable {
+    /// The table's place in `allCases`: stores index their tables by it rather than hash the
+    /// raw value (a `String`) on every read and write.
+    public var ordinal: Int {
+        switch self {
+        case .users: 0
+        case .userNames: 1
+        case .samples: 2
+        case .userSamples: 3
+        case .sync: 4
+        case .buckets: 5
+        case .daily: 6
+        case .perSource: 7
+        case .lastKnown: 8
+        case .grants: 9
+        }
+    }
+}
+
 /// Where a fold keeps its state: a key-value store with ordered keys, read and written only
 /// through this protocol so the fold itself does no I/O.
 ///
@@ -156,13 +175,12 @@ public final class MemoryStateStore: StateStore {
         }
     }
 
-    private var tables: [StateTable: Table] = [:]
+    /// By `StateTable.ordinal`; `samples` has its own kind of table (its slot is unused).
+    private let tables: [Table]
     private let samples = AppendOrderedTable()
 
     public init() {
-        for table in StateTable.allCases where table != .samples {
-            tables[table] = Table(groupLength: MemoryStateStore.groupLength(table))
-        }
+        tables = StateTable.allCases.map { Table(groupLength: MemoryStateStore.groupLength($0)) }
     }
 
     /// The prefix every scan of `table` names at least: 4 bytes (a user), 5 (user and type), or
@@ -177,17 +195,17 @@ public final class MemoryStateStore: StateStore {
 
     public func get(_ table: StateTable, _ key: [UInt8]) -> [UInt8]? {
         if table == .samples { return samples.get(ByteKey(key)) }
-        return tables[table]!.values[ByteKey(key)]
+        return tables[table.ordinal].values[ByteKey(key)]
     }
 
     public func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) {
         if table == .samples { return samples.put(ByteKey(key), value) }
-        tables[table]!.put(ByteKey(key), value)
+        tables[table.ordinal].put(ByteKey(key), value)
     }
 
     public func delete(_ table: StateTable, _ key: [UInt8]) {
         if table == .samples { return samples.delete(ByteKey(key)) }
-        tables[table]!.delete(ByteKey(key))
+        tables[table.ordinal].delete(ByteKey(key))
     }
 
     public func scan(_ table: StateTable, prefix: [UInt8], reverse: Bool,
@@ -197,7 +215,7 @@ public final class MemoryStateStore: StateStore {
             for entry in reverse ? Array(found.reversed()) : found where try !body(entry.key, entry.value) { return }
             return
         }
-        let store = tables[table]!
+        let store = tables[table.ordinal]
         let keys = store.keys(prefix: prefix)
         if reverse {
             for key in keys.reversed() where try !body(key.bytes, store.values[key]!) { return }
@@ -211,7 +229,7 @@ public final class MemoryStateStore: StateStore {
         if table == .samples {
             return Dictionary(uniqueKeysWithValues: samples.entries(prefix: []).map { ($0.key, $0.value) })
         }
-        return Dictionary(uniqueKeysWithValues: tables[table]!.values.map { ($0.key.bytes, $0.value) })
+        return Dictionary(uniqueKeysWithValues: tables[table.ordinal].values.map { ($0.key.bytes, $0.value) })
     }
 }
 

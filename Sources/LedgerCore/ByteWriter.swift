@@ -8,6 +8,10 @@ package struct ByteWriter {
 
     package init() {}
 
+    /// A writer whose first `capacity` bytes need no reallocation (an encoder that knows its
+    /// size up front saves the array's doublings).
+    package init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
     package mutating func u8(_ value: UInt8) { bytes.append(value) }
 
     package mutating func u32(_ value: UInt32) {

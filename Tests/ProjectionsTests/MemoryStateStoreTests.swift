@@ -70,3 +70,8 @@ struct MemoryStateStoreTests {
         #expect(entries.filter { model[$0.key] != $0.value }.isEmpty, "entries that differ from the model")
     }
 }
+
+@Test("a state table's ordinal is its place in allCases (stores index their tables by it)")
+func stateTableOrdinals() {
+    #expect(StateTable.allCases.map(\.ordinal) == Array(StateTable.allCases.indices))
+}
