@@ -149,16 +149,16 @@ public final class ActivityFold {
         let position = StateKey.position(seq)
         try place(record, at: position, user: user, cause: cause)
         if sample.zone == nil {
-            try store.put(.userSamples, StateKey.user(userID) + position, [])
+            try store.put(.userSamples, StateKey.userPosition(userID, position), [])
         }
     }
 
     /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores
-    /// it under its seq (`position`).
+    /// it under its seq (`position`). `user` is the user's current state.
     private func place(_ record: SampleRecord, at position: [UInt8], user: UserState, cause: Cause) throws {
         var record = record
         let zoneName = record.zone ?? user.zone ?? context.defaultZone.name
-        var user = try userState(record.user)
+        var user = user
         if !user.zones.contains(zoneName) {
             user.zones.append(zoneName)
             setUserState(record.user, user)
@@ -169,8 +169,13 @@ public final class ActivityFold {
                                 end: record.end.microseconds, value: record.canonicalValue)
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
-            try loadBucket(key)
-            buckets[key]!.append(entry)
+            // One lookup when the bucket is already loaded, as it nearly always is.
+            if let index = buckets.index(forKey: key) {
+                buckets.values[index].append(entry)
+            } else {
+                try loadBucket(key)
+                buckets[key]!.append(entry)
+            }
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: user, cause: cause)
@@ -183,7 +188,7 @@ public final class ActivityFold {
         let record = SampleRecord(decoding: bytes)
         try unplace(record, cause: cause)
         try store.delete(.samples, position)
-        try store.delete(.userSamples, StateKey.user(record.user) + position)
+        try store.delete(.userSamples, StateKey.userPosition(record.user, position))
     }
 
     private func unplace(_ record: SampleRecord, cause: Cause) throws {

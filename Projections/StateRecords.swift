@@ -6,7 +6,7 @@ import LedgerCore
 /// LMDB's 511-byte key limit).
 public enum StateKey {
     public static func user(_ id: UInt32) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = ByteWriter(capacity: 4)
         writer.u32(id)
         return writer.bytes
     }
@@ -20,7 +20,7 @@ public enum StateKey {
 
     /// user ‖ type ‖ day, with the day as days since 1970 offset by 2^31 so it sorts unsigned.
     public static func day(_ user: UInt32, _ type: QuantityType, _ day: Int) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = ByteWriter(capacity: 9)
         writer.u32(user)
         writer.u8(type.code)
         writer.u32(UInt32(bitPattern: Int32(day)) ^ 0x8000_0000)
@@ -40,8 +40,16 @@ public enum StateKey {
 
     /// A sample's seq (8 bytes, big-endian): the key of its state.
     public static func position(_ seq: UInt64) -> [UInt8] {
-        var writer = ByteWriter()
+        var writer = ByteWriter(capacity: 8)
         writer.u64(seq)
+        return writer.bytes
+    }
+
+    /// user ‖ a sample's position: its key in `userSamples`.
+    public static func userPosition(_ user: UInt32, _ position: [UInt8]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 4 + position.count)
+        writer.u32(user)
+        writer.raw(position)
         return writer.bytes
     }
 

@@ -44,6 +44,10 @@ extension StateTable {
         case .grants: 9
         }
     }
+
+    public static func == (lhs: StateTable, rhs: StateTable) -> Bool { lhs.ordinal == rhs.ordinal }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
 }
 
 /// Where a fold keeps its state: a key-value store with ordered keys, read and written only

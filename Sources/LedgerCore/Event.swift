@@ -3,6 +3,22 @@ import Foundation
 /// The five kinds of fact the log holds (SPEC §3).
 public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable {
     case sample, correction, grant, revoke, profile
+
+    /// Its place among the cases: hashed and compared instead of the raw value (a `String`,
+    /// which `RawRepresentable` would hash for every event counted by kind).
+    var ordinal: Int {
+        switch self {
+        case .sample: 0
+        case .correction: 1
+        case .grant: 2
+        case .revoke: 3
+        case .profile: 4
+        }
+    }
+
+    public static func == (lhs: EventKind, rhs: EventKind) -> Bool { lhs.ordinal == rhs.ordinal }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ordinal) }
 }
 
 /// One validated event, before or after it was committed.

@@ -69,6 +69,12 @@ public enum QuantityType: String, Sendable, Hashable, Codable, CaseIterable, Com
         }
     }
 
+    // An enum with a `String` raw value hashes and compares that string by default (through
+    // `RawRepresentable`); the fold looks types up per sample, so they go by `code` instead.
+    public static func == (lhs: QuantityType, rhs: QuantityType) -> Bool { lhs.code == rhs.code }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
     public static func < (lhs: QuantityType, rhs: QuantityType) -> Bool {
         lhs.rawValue < rhs.rawValue
     }

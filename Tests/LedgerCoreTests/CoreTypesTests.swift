@@ -229,3 +229,19 @@ struct EventModelTests {
         #expect(Event(id: id, payload: .correction(correction), document: .null).kind == .correction)
     }
 }
+
+@Test("types and kinds are equal, and hash, exactly when they are the same case")
+func enumIdentity() {
+    for a in QuantityType.allCases {
+        for b in QuantityType.allCases {
+            #expect((a == b) == (a.rawValue == b.rawValue))
+            #expect(Set([a, b]).count == (a.rawValue == b.rawValue ? 1 : 2))
+        }
+    }
+    for a in EventKind.allCases {
+        for b in EventKind.allCases {
+            #expect((a == b) == (a.rawValue == b.rawValue))
+            #expect(Set([a, b]).count == (a.rawValue == b.rawValue ? 1 : 2))
+        }
+    }
+}
