@@ -336,6 +336,39 @@ struct EventLogTests {
         }
     }
 
+    @Test("verify names the first bad event wherever it lies among the chunks the two threads check")
+    func firstBadEventAcrossChunks() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 3 * 4096 + 100)))
+            // A forged typed part, re-hashed: the record's own content check fails, and the
+            // chain breaks at the next record. Chunks of 4,096 alternate between the threads;
+            // 8,191 is the last of a chunk, so the chain breaks in the next one.
+            for target: UInt64 in [100, 4096 + 100, 2 * 4096 - 1, 2 * 4096 + 7, 3 * 4096 + 50] {
+                let stored = try #require(try log.record(at: target))
+                guard case .sample(var sample) = try stored.typedEvent().payload else {
+                    Issue.record("seq \(target) is not a sample")
+                    return
+                }
+                sample.value += 1
+                let previous = try #require(try log.record(at: target - 1)).hash
+                let forged = EventRecord(seq: target, recorded: stored.recorded, endsBatch: stored.endsBatch, body: stored.body,
+                                         typed: EventCodec.encode(id: try stored.typedEvent().id, payload: .sample(sample)),
+                                         previousHash: previous)
+                try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, forged.encoded) }
+                do {
+                    _ = try log.verifyChain()
+                    Issue.record("verify passed a forged record at seq \(target)")
+                } catch LedgerError.corrupt(let seq, let reason) {
+                    #expect(seq == target, "\(reason)")
+                    #expect(reason.contains("typed part"), "seq \(target): \(reason)")
+                }
+                try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, stored.encoded) }
+                #expect(try log.verifyChain().verified == 3 * 4096 + 100)
+            }
+        }
+    }
+
     @Test("concurrent appends from many threads in one process lose nothing")
     func concurrentInProcess() async throws {
         try await withTemporaryLedger { path in
