@@ -64,13 +64,20 @@ public struct ReplayPoint: Sendable, Equatable {
     public var hash: [UInt8]
 }
 
-/// A record of the log as a replay folds it: its event, nil when it concerns none of the
-/// users replayed, and where it stands.
-struct ReplayRecord: Sendable {
+/// A record of the log as a fold takes it: its event (with a correction's target), nil when
+/// the fold skips it (a replay of other users), and where it stands.
+struct FoldedRecord: Sendable {
     var event: LoggedEvent?
     var seq: UInt64
     var recorded: Timestamp
     var endsBatch: Bool
+}
+
+/// What `foldRecords` does with a record: hand over its event (nil: only its place), or stop
+/// before it.
+enum RecordStep {
+    case fold(LoggedEvent?)
+    case stop
 }
 
 /// What to replay up to (SPEC §6).
@@ -110,6 +117,40 @@ extension EventLog {
                 last = event.seq
             }
         } while chunk.count == 8192
+    }
+
+    /// Hands the log's records, in order, to `fold` on this thread while a second thread reads
+    /// them from one read snapshot and decodes them (`Pipeline`): decoding was a tenth of a
+    /// rebuild. `makeStep` is called once, on the reading thread, and the step it makes decides
+    /// for each record whether its event is decoded, skipped or ends the walk. Returns after
+    /// the last record folded; errors of either side are rethrown (the reader's after what it
+    /// handed over is folded).
+    func foldRecords(_ makeStep: @escaping @Sendable () -> (RawRecord, Transaction) throws -> RecordStep,
+                     _ fold: (FoldedRecord) throws -> Void) throws {
+        try Pipeline.run(depth: 4, produce: { (emit: ([FoldedRecord]) throws -> Void) in
+            let step = makeStep()
+            var chunk: [FoldedRecord] = []
+            chunk.reserveCapacity(4096)
+            try self.environment.read { snapshot in
+                try snapshot.scan(self.events) { key, value in
+                    let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
+                    guard case .fold(let event) = try step(raw, snapshot) else { return false }
+                    chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
+                                              recorded: raw.recorded, endsBatch: raw.endsBatch))
+                    if chunk.count == 4096 {
+                        try emit(chunk)
+                        chunk.removeAll(keepingCapacity: true)
+                    }
+                    return true
+                }
+            }
+            if !chunk.isEmpty { try emit(chunk) }
+        }, consume: { chunk in
+            // Borrowed in place: copying each record out of the chunk retained its strings.
+            try chunk.withUnsafeBufferPointer { records in
+                for index in records.indices { try fold(records[index]) }
+            }
+        })
     }
 
     /// `event`, with a correction's target seq looked up in `ids` (folds key samples by seq).
@@ -170,27 +211,9 @@ extension EventLog {
             if endsBatch { try storeChanges(try fold.flush(), in: txn) }
             last = event.seq
         }
-        try Pipeline.run(depth: 4, produce: { (emit: ([(LoggedEvent, Bool)]) throws -> Void) in
-            try self.environment.read { snapshot in
-                var chunk: [(LoggedEvent, Bool)] = []
-                chunk.reserveCapacity(4096)
-                try snapshot.scan(self.events) { key, value in
-                    let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
-                    chunk.append((try self.withTarget(try raw.loggedEvent(), in: snapshot), raw.endsBatch))
-                    if chunk.count == 4096 {
-                        try emit(chunk)
-                        chunk.removeAll(keepingCapacity: true)
-                    }
-                    return true
-                }
-                if !chunk.isEmpty { try emit(chunk) }
-            }
-        }, consume: { chunk in
-            // Borrowed in place: copying each event out of the chunk retained its strings.
-            try chunk.withUnsafeBufferPointer { events in
-                for index in events.indices { try apply(events[index].0, endsBatch: events[index].1) }
-            }
-        })
+        try foldRecords({ { raw, _ in .fold(try raw.loggedEvent()) } }) { record in
+            try apply(record.event!, endsBatch: record.endsBatch)
+        }
         try forEachLoggedEvent(in: txn, after: last) { event, endsBatch in
             try apply(try withTarget(event, in: txn), endsBatch: endsBatch)
         }
@@ -285,58 +308,39 @@ extension EventLog {
         var point = ReplayPoint(seq: 0, recorded: nil, hash: EventRecord.genesisHash)
         // By bytes, as the rows are keyed (`sameName`), not by the strings' canonical equivalence.
         let userBytes = users.map { Set($0.map { Array($0.utf8) }) }
-        // Records are read, filtered and decoded on a second thread (`Pipeline`), in one read
-        // transaction, so the replay sees one snapshot; this thread folds.
-        try Pipeline.run(depth: 4, produce: { (emit: ([ReplayRecord]) throws -> Void) in
+        try foldRecords({
+            // The decision for each record, made on the reading thread: it alone keeps
+            // `ownSamples`, the ids of the replayed users' samples (their corrections count).
             var ownSamples = Set<UUID>()
-            var chunk: [ReplayRecord] = []
-            chunk.reserveCapacity(4096)
-            try self.environment.read { logTxn in
-                try logTxn.scan(self.events) { key, value in
-                    let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
-                    guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: value); return false }
-                    switch target {
-                    case .seq(let limit) where raw.seq > limit: return false
-                    case .recorded(let limit) where raw.recorded > limit: return false
-                    default: break
-                    }
-                    let event: LoggedEvent?
-                    if let userBytes {
-                        func concerns(_ subject: EventSubject) -> Bool {
-                            switch subject {
-                            case .user(let name): userBytes.contains(Array(name.utf8))
-                            case .target(let id): ownSamples.contains(id)
-                            }
-                        }
-                        if let subject = raw.subject {
-                            event = concerns(subject) ? try raw.loggedEvent() : nil
-                        } else {  // a format 1 record has no typed part to peek at
-                            let decoded = try raw.loggedEvent()
-                            event = concerns(decoded.payload.subject) ? decoded : nil
-                        }
-                        if let event, case .sample = event.payload { ownSamples.insert(event.id) }
-                    } else {
-                        event = try raw.loggedEvent()
-                    }
-                    chunk.append(ReplayRecord(event: try event.map { try self.withTarget($0, in: logTxn) }, seq: raw.seq,
-                                        recorded: raw.recorded, endsBatch: raw.endsBatch))
-                    if chunk.count == 4096 {
-                        try emit(chunk)
-                        chunk.removeAll(keepingCapacity: true)
-                    }
-                    return true
+            return { raw, _ in
+                guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: raw.bytes); return .stop }
+                switch target {
+                case .seq(let limit) where raw.seq > limit: return .stop
+                case .recorded(let limit) where raw.recorded > limit: return .stop
+                default: break
                 }
-            }
-            if !chunk.isEmpty { try emit(chunk) }
-        }, consume: { chunk in
-            try chunk.withUnsafeBufferPointer { records in
-                for index in records.indices {
-                    if let event = records[index].event { try fold.apply(event) }
-                    if records[index].endsBatch { _ = try fold.flush() }
+                guard let userBytes else { return .fold(try raw.loggedEvent()) }
+                func concerns(_ subject: EventSubject) -> Bool {
+                    switch subject {
+                    case .user(let name): userBytes.contains(Array(name.utf8))
+                    case .target(let id): ownSamples.contains(id)
+                    }
                 }
+                let event: LoggedEvent?
+                if let subject = raw.subject {
+                    event = concerns(subject) ? try raw.loggedEvent() : nil
+                } else {  // a format 1 record has no typed part to peek at
+                    let decoded = try raw.loggedEvent()
+                    event = concerns(decoded.payload.subject) ? decoded : nil
+                }
+                if let event, case .sample = event.payload { ownSamples.insert(event.id) }
+                return .fold(event)
             }
-            if let last = chunk.last { point = ReplayPoint(seq: last.seq, recorded: last.recorded, hash: []) }
-        })
+        }) { record in
+            if let event = record.event { try fold.apply(event) }
+            if record.endsBatch { _ = try fold.flush() }
+            point = ReplayPoint(seq: record.seq, recorded: record.recorded, hash: [])
+        }
         if point.seq > 0 {
             // The log is append-only: the record at this seq is the one the snapshot held.
             point.hash = try environment.read { txn in

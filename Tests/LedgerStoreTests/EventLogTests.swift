@@ -306,6 +306,22 @@ struct EventLogTests {
         }
     }
 
+    /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
+    /// record from its predecessor, as someone covering their tracks would.
+    func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
+        let stored = try #require(try log.record(at: target))
+        guard case .sample(var sample) = try stored.typedEvent().payload else {
+            Issue.record("seq \(target) is not a sample")
+            return
+        }
+        sample.value += 1
+        let previous = try #require(try log.record(at: target - 1)).hash
+        let forged = EventRecord(seq: target, recorded: stored.recorded, endsBatch: stored.endsBatch, body: stored.body,
+                                 typed: EventCodec.encode(id: try stored.typedEvent().id, payload: .sample(sample)),
+                                 previousHash: previous)
+        try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, forged.encoded) }
+    }
+
     @Test("a typed part that disagrees with its JSON fails verify even when re-hashed")
     func typedPartChecked() throws {
         try withTemporaryLedger { path in
@@ -314,18 +330,9 @@ struct EventLogTests {
             let target: UInt64 = 20
             let stored = try #require(try log.record(at: target))
             #expect(stored.format == 2)
-            guard case .sample(var sample) = try stored.typedEvent().payload else {
-                Issue.record("seq 20 is not a sample")
-                return
-            }
             #expect(try stored.typedEvent().payload == stored.event().payload)
             // Someone rewrites the typed part (what folds read) and fixes up the hash.
-            sample.value += 1
-            let previous = try #require(try log.record(at: target - 1)).hash
-            let forged = EventRecord(seq: target, recorded: stored.recorded, endsBatch: stored.endsBatch, body: stored.body,
-                                     typed: EventCodec.encode(id: try stored.typedEvent().id, payload: .sample(sample)),
-                                     previousHash: previous)
-            try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, forged.encoded) }
+            try forgeTypedPart(of: log, at: target)
             do {
                 _ = try log.verifyChain()
                 Issue.record("verify passed a record whose typed part was forged")
@@ -346,16 +353,7 @@ struct EventLogTests {
             // 8,191 is the last of a chunk, so the chain breaks in the next one.
             for target: UInt64 in [100, 4096 + 100, 2 * 4096 - 1, 2 * 4096 + 7, 3 * 4096 + 50] {
                 let stored = try #require(try log.record(at: target))
-                guard case .sample(var sample) = try stored.typedEvent().payload else {
-                    Issue.record("seq \(target) is not a sample")
-                    return
-                }
-                sample.value += 1
-                let previous = try #require(try log.record(at: target - 1)).hash
-                let forged = EventRecord(seq: target, recorded: stored.recorded, endsBatch: stored.endsBatch, body: stored.body,
-                                         typed: EventCodec.encode(id: try stored.typedEvent().id, payload: .sample(sample)),
-                                         previousHash: previous)
-                try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, forged.encoded) }
+                try forgeTypedPart(of: log, at: target)
                 do {
                     _ = try log.verifyChain()
                     Issue.record("verify passed a forged record at seq \(target)")
