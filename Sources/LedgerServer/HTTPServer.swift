@@ -171,8 +171,9 @@ public final class HTTPServer: @unchecked Sendable {
             // Refused before any body is read: what libmicrohttpd accepts but would leave the
             // handlers guessing (which Content-Length framed the body, which of two values or
             // how much of a value cut at a NUL byte was meant).
+            // Before authentication: the framing must be settled before anything else.
             if let problem = requestProblem(connection) {
-                metrics.values.withLock { $0.rejects += 1 }
+                metrics.values.withLock { $0.requests += 1 }
                 return queue(.error(400, problem), on: connection)
             }
             state.pointee = Unmanaged.passRetained(Request()).toOpaque()
@@ -519,8 +520,10 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Why the request's framing or query cannot be trusted, if it cannot: more than one
     /// `Content-Length` header (RFC 9112 §6.3: the framing is invalid, so the request is
-    /// refused rather than read with one of them), a query argument given twice, or a key or
-    /// value holding a NUL byte (`%00`), which every C-string lookup would silently cut short.
+    /// refused rather than read with one of them), a query argument given twice (names compare
+    /// ignoring ASCII case, as libmicrohttpd's lookups do, so `user=a&User=b` is a repeat), or a
+    /// key or value holding a NUL byte (`%00`), which every C-string lookup would cut short.
+    /// Empty segments (`?a=1&&b=2`, `&=`) name nothing and are ignored, as the lookups do.
     func requestProblem(_ connection: OpaquePointer) -> String? {
         final class Found {
             var contentLengths = 0
@@ -546,7 +549,9 @@ public final class HTTPServer: @unchecked Sendable {
                 found.problem = "query argument '\(shown)' contains a NUL byte (%00)"
                 return .NO
             }
-            guard found.arguments.insert(name).inserted else {
+            guard !name.isEmpty else { return .YES }
+            let folded = name.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            guard found.arguments.insert(folded).inserted else {
                 found.problem = "query argument '\(shown)' is given more than once"
                 return .NO
             }

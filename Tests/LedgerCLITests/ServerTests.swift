@@ -108,6 +108,7 @@ struct ServerTests {
 
             #expect(try server.post(body).status == 200)
             for (target, message) in [("/v1/projections/daily?user=ann&user=bob", "query argument 'user' is given more than once"),
+                                      ("/v1/projections/daily?user=ann&User=bob", "query argument 'User' is given more than once"),
                                       ("/v1/projections/daily?user=an%00n", "query argument 'user' contains a NUL byte (%00)"),
                                       ("/v1/events?fr%00om=1", "query argument 'fr' contains a NUL byte (%00)")] {
                 let request = "GET \(target) HTTP/1.1\r\nHost: x\r\n\(auth)Connection: close\r\n\r\n"
@@ -115,9 +116,11 @@ struct ServerTests {
                 #expect(response.status == 400, "\(target): \(response.body)")
                 #expect(response.body.contains(message), "\(target): \(response.body)")
             }
-            // The same queries without the ambiguity are answered.
-            let rows = try http("GET", port: server.port, path: "/v1/projections/daily?user=ann", headers: server.auth)
-            #expect(rows.status == 200 && rows.body.contains(#""value":100"#), "\(rows.body)")
+            // The same queries without the ambiguity are answered, empty segments included.
+            for path in ["/v1/projections/daily?user=ann", "/v1/projections/daily?user=ann&&type=steps&&", "/v1/projections/daily?&&user=ann&=&="] {
+                let rows = try http("GET", port: server.port, path: path, headers: server.auth)
+                #expect(rows.status == 200 && rows.body.contains(#""value":100"#), "\(path): \(rows.body)")
+            }
             let log = try runProcess(server.binary, ["log", "--db", server.db])
             #expect(log.stdout.split(separator: "\n").count == 1, "only the well-framed POST is in the log: \(log.stdout)")
         }

@@ -367,6 +367,30 @@ struct EventLogTests {
         }
     }
 
+    @Test("a rebuild in a transaction that has appended events folds those too")
+    func rebuildFoldsItsOwnTransaction() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 50, user: "ann")))
+            let more = try EventInput.prepare(Array(Fixtures.stepsFile(count: 30, user: "bob").utf8))
+            let folded = try log.environment.write { txn -> UInt64 in
+                _ = try log.append(expectHead: nil, in: txn) { add in
+                    for (location, event) in more { try add(location, event) }
+                }
+                // The rebuild's reading thread sees the committed log (seqs 1–50); 51–80 exist
+                // only in this transaction.
+                return try log.rebuildProjections(in: txn)
+            }
+            #expect(folded == 80)
+            let position = try log.environment.read { txn in
+                try txn.get(log.meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) }
+            }
+            #expect(position == 80)
+            #expect(try log.dailyTotals(user: "bob", type: .steps).map(\.value).reduce(0, +) == 300)
+            #expect(try log.verifyProjections() > 0)
+        }
+    }
+
     @Test("concurrent appends from many threads in one process lose nothing")
     func concurrentInProcess() async throws {
         try await withTemporaryLedger { path in
