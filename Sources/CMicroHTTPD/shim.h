@@ -25,18 +25,21 @@ typedef __typeof__(&MHD_get_connection_values_n) ledger_MHD_get_connection_value
 /* MHD_start_daemon is variadic, which Swift cannot call: this fixes the options ledger uses.
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit
  * bind address (port 0 picks a free one), a completion callback to free per-request state,
- * and a connection limit high enough for thousands of idle subscribers. */
+ * a connection limit high enough for thousands of idle subscribers, and an idle timeout
+ * (seconds without a byte read or written; suspended connections, such as streams waiting
+ * for a change, never time out). */
 static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
                                                   const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
-                                                  unsigned int connection_limit) {
+                                                  unsigned int connection_limit, unsigned int idle_timeout) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
                             MHD_OPTION_END);
 }
 

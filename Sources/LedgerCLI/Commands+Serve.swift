@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -17,7 +17,9 @@ extension Commands {
         options: [helpOption, dbOption,
                   OptionSpec(name: "listen", value: "HOST:PORT", help: "Address to listen on (default: 127.0.0.1:8080; [::1]:PORT for IPv6)."),
                   OptionSpec(name: "no-auth", value: nil, help: "Accept requests without a token (loopback addresses only, for local development)."),
-                  OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15).")]
+                  OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15)."),
+                  OptionSpec(name: "idle-timeout", value: "SECONDS",
+                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams waiting for a change are exempt).")]
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"
@@ -37,6 +39,13 @@ extension Commands {
             }
             heartbeat = .milliseconds(Int(seconds * 1000))
         }
+        var idleTimeout = HTTPServer.defaultIdleTimeout
+        if let text = arguments.value("idle-timeout") {
+            guard let seconds = Int(text), seconds >= 1, seconds <= 86_400 else {
+                throw CLIError.usage("'--idle-timeout' needs whole seconds from 1 to 86400, got '\(text)'", usage: usage)
+            }
+            idleTimeout = seconds
+        }
         // Thousands of idle streams need thousands of descriptors.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
@@ -44,7 +53,8 @@ extension Commands {
             setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
         }
         let log = try context.openLog(arguments, create: true)
-        let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat)
+        let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
+                                idleTimeout: idleTimeout)
         let bound: UInt16
         do {
             bound = try server.start(host: host, port: port)

@@ -34,12 +34,21 @@ public final class HTTPServer: @unchecked Sendable {
         let values = Mutex<(appends: Int, duplicates: Int, rejects: Int, requests: Int)>((0, 0, 0, 0))
     }
 
-    public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15)) {
+    /// Seconds a connection may stay idle (no byte read or written) before it is closed: what
+    /// reaps clients that stop halfway through their headers or body, and half-closed ones.
+    /// Streams waiting for a change are suspended, which libmicrohttpd never times out.
+    private let idleTimeout: Int
+
+    public static let defaultIdleTimeout = 90
+
+    public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
+                idleTimeout: Int = HTTPServer.defaultIdleTimeout) {
         self.log = log
         self.bus = ObserverBus(log: log)
         self.access = Access(log: log)
         self.authRequired = authRequired
         self.heartbeat = heartbeat
+        self.idleTimeout = idleTimeout
     }
 
     /// Why the server could not start.
@@ -77,7 +86,8 @@ public final class HTTPServer: @unchecked Sendable {
         let context = Unmanaged.passUnretained(self).toOpaque()
         daemon = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context, 65_000)
+                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context, 65_000,
+                                 UInt32(idleTimeout))
             }
         }
         guard let daemon else {
@@ -172,9 +182,9 @@ public final class HTTPServer: @unchecked Sendable {
             // handlers guessing (which Content-Length framed the body, which of two values or
             // how much of a value cut at a NUL byte was meant).
             // Before authentication: the framing must be settled before anything else.
-            if let problem = requestProblem(connection) {
+            if let refusal = requestProblem(connection) {
                 metrics.values.withLock { $0.requests += 1 }
-                return queue(.error(400, problem), on: connection)
+                return queue(refusal, on: connection)
             }
             state.pointee = Unmanaged.passRetained(Request()).toOpaque()
             return .YES
@@ -518,46 +528,75 @@ public final class HTTPServer: @unchecked Sendable {
         return Response(status: 200, body: Array(text.utf8), contentType: "text/plain; version=0.0.4")
     }
 
-    /// Why the request's framing or query cannot be trusted, if it cannot: more than one
-    /// `Content-Length` header (RFC 9112 §6.3: the framing is invalid, so the request is
-    /// refused rather than read with one of them), a query argument given twice (names compare
-    /// ignoring ASCII case, as libmicrohttpd's lookups do, so `user=a&User=b` is a repeat), or a
-    /// key or value holding a NUL byte (`%00`), which every C-string lookup would cut short.
-    /// Empty segments (`?a=1&&b=2`, `&=`) name nothing and are ignored, as the lookups do.
-    func requestProblem(_ connection: OpaquePointer) -> String? {
+    /// Why the request's framing, headers or query cannot be trusted, if they cannot, as the
+    /// response to send instead of reading it:
+    /// - a header name with white space before its colon (`Content-Length : 5`, which
+    ///   libmicrohttpd takes for another header, so the body would be read as a request);
+    /// - more than one `Content-Length`, or one with `Transfer-Encoding` (RFC 9112 §6.1, §6.3:
+    ///   the framing is ambiguous), a transfer coding other than `chunked` (501), or a declared
+    ///   body over the limit (413, before it is read);
+    /// - `Authorization`, `If-Match` or `Last-Event-ID` given twice (the first would win);
+    /// - a query argument given twice (names compare ignoring ASCII case, as libmicrohttpd's
+    ///   lookups do, so `user=a&User=b` is a repeat), or a key or value holding a NUL byte
+    ///   (`%00`), which every C-string lookup would cut short. Empty segments (`?a=1&&b=2`,
+    ///   `&=`) name nothing and are ignored, as the lookups do.
+    func requestProblem(_ connection: OpaquePointer) -> Response? {
         final class Found {
-            var contentLengths = 0
+            var headers: [[UInt8]: [[UInt8]]] = [:]
             var arguments: Set<[UInt8]> = []
+            var spaced: String?
             var problem: String?
         }
         let found = Found()
         let context = Unmanaged.passUnretained(found).toOpaque()
-        _ = mhd.getConnectionValues(connection, .HEADER_KIND, { context, _, key, keySize, _, _ in
+        _ = mhd.getConnectionValues(connection, .HEADER_KIND, { context, _, key, keySize, value, valueSize in
             let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
-            if let key, keySize == 14, strncasecmp(key, "Content-Length", 14) == 0 { found.contentLengths += 1 }
+            let name = cBytes(key, keySize)
+            if name.contains(0x20) || name.contains(0x09) {
+                found.spaced = String(decoding: name, as: UTF8.self)
+            }
+            found.headers[asciiLowercased(name), default: []].append(cBytes(value, valueSize))
             return .YES
         }, context)
-        if found.contentLengths > 1 {
-            return "the request has \(found.contentLengths) 'Content-Length' headers; send exactly one"
+        if let spaced = found.spaced {
+            return .error(400, "header name '\(spaced)' has white space before its colon")
+        }
+        func values(_ name: String) -> [String] {
+            (found.headers[Array(name.utf8)] ?? []).map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespaces) }
+        }
+        let lengths = values("content-length")
+        let codings = values("transfer-encoding")
+        if lengths.count > 1 {
+            return .error(400, "the request has \(lengths.count) 'Content-Length' headers; send exactly one")
+        }
+        if !codings.isEmpty, !lengths.isEmpty {
+            return .error(400, "the request has both 'Transfer-Encoding' and 'Content-Length'; send one")
+        }
+        if codings.count > 1 || codings.contains(where: { $0.lowercased() != "chunked" }) {
+            return .error(501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'")
+        }
+        if let length = lengths.first, let size = UInt64(length), size > UInt64(HTTPServer.maxBody) {
+            return .error(413, "the body is larger than 64 MiB")
+        }
+        for name in ["Authorization", "If-Match", "Last-Event-ID"] where values(name.lowercased()).count > 1 {
+            return .error(400, "header '\(name)' is given more than once")
         }
         _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, value, valueSize in
             let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
-            let name = key.map { Array(UnsafeRawBufferPointer(start: $0, count: keySize)) } ?? []
+            let name = cBytes(key, keySize)
             let shown = String(decoding: name.prefix { $0 != 0 }, as: UTF8.self)
-            let bytes = value.map { UnsafeRawBufferPointer(start: $0, count: valueSize) }
-            if name.contains(0) || (bytes?.contains(0) ?? false) {
+            if name.contains(0) || cBytes(value, valueSize).contains(0) {
                 found.problem = "query argument '\(shown)' contains a NUL byte (%00)"
                 return .NO
             }
             guard !name.isEmpty else { return .YES }
-            let folded = name.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-            guard found.arguments.insert(folded).inserted else {
+            guard found.arguments.insert(asciiLowercased(name)).inserted else {
                 found.problem = "query argument '\(shown)' is given more than once"
                 return .NO
             }
             return .YES
         }, context)
-        return found.problem
+        return found.problem.map { .error(400, $0) }
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {
@@ -577,6 +616,16 @@ public final class HTTPServer: @unchecked Sendable {
 }
 
 // libmicrohttpd's callbacks: plain C functions that find the server through their closure pointer.
+
+/// The `count` bytes at `pointer` (libmicrohttpd's keys and values, which may hold NULs).
+private func cBytes(_ pointer: UnsafePointer<CChar>?, _ count: Int) -> [UInt8] {
+    pointer.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+}
+
+/// `bytes` with ASCII letters in lower case: how HTTP compares header and argument names.
+private func asciiLowercased(_ bytes: [UInt8]) -> [UInt8] {
+    bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+}
 
 private let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, state in
     guard let context, let connection, let url, let method, let uploadSize, let state else { return .NO }

@@ -126,6 +126,60 @@ struct ServerTests {
         }
     }
 
+    @Test("smuggling shapes are refused before the body is read: TE with CL, white space before a colon, repeated auth; 501, 413")
+    func framingRefusals() throws {
+        try withServer { server in
+            let body = step(minute: 2)
+            let smuggled = "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(server.admin)\r\n"
+                + "Content-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            let auth = "Authorization: Bearer \(server.admin)\r\n"
+            let cases: [(String, Int, String)] = [
+                // The chunked body is empty; what follows it would be run as a second request.
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n\(smuggled)",
+                 400, "both 'Transfer-Encoding' and 'Content-Length'"),
+                // libmicrohttpd takes "Content-Length " for another header, so the body would be a request.
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length : \(smuggled.utf8.count)\r\n\r\n\(smuggled)",
+                 400, "header name 'Content-Length ' has white space before its colon"),
+                ("GET /v1/health HTTP/1.1\r\nHost: x\r\n\(auth)Authorization: Bearer nobody\r\nConnection: close\r\n\r\n",
+                 400, "header 'Authorization' is given more than once"),
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Transfer-Encoding: gzip, chunked\r\n\r\n",
+                 501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'"),
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 1099511627776\r\n\r\n",
+                 413, "the body is larger than 64 MiB"),
+            ]
+            for (request, status, message) in cases {
+                let response = try http(raw: Array(request.utf8), port: server.port, timeout: 10)
+                #expect(response.status == status, "\(message): \(response.body)")
+                #expect(response.body.contains(message), "\(response.body)")
+                #expect(response.headers["connection"]?.lowercased() == "close", "\(message): the connection must close")
+            }
+            let log = try runProcess(server.binary, ["log", "--db", server.db])
+            #expect(log.stdout.isEmpty, "nothing, smuggled or not, was appended: \(log.stdout)")
+            // Header names in any case, and chunked bodies, still work.
+            let chunk = String(body.utf8.count, radix: 16)
+            let chunked = "POST /v1/events HTTP/1.1\r\nHost: x\r\nauthorization: Bearer \(server.admin)\r\ntransfer-ENCODING: Chunked\r\n"
+                + "Connection: close\r\n\r\n\(chunk)\r\n\(body)\r\n0\r\n\r\n"
+            let accepted = try http(raw: Array(chunked.utf8), port: server.port)
+            #expect(accepted.status == 200, "\(accepted.body)")
+        }
+    }
+
+    @Test("--idle-timeout closes a connection that stops halfway through its headers")
+    func idleTimeout() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth", "--idle-timeout", "1"])
+            defer { server.stop() }
+            let stalled = try KeepAliveConnection(port: server.port)
+            try stalled.send(Array("GET /v1/health HTTP/1.1\r\nHost: x\r\n".utf8))
+            let started = Date()
+            #expect(try stalled.waitForClose(timeout: 10), "the server kept a stalled connection open")
+            #expect(Date().timeIntervalSince(started) < 8)
+            // The server is still serving.
+            #expect(try http("GET", port: server.port, path: "/v1/health").status == 200)
+        }
+    }
+
     @Test("one change per SSE event; a seq that changed two rows resumes exactly from SEQ.K")
     func oneChangePerEvent() throws {
         try withServer { f in

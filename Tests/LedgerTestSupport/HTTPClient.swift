@@ -140,6 +140,23 @@ public final class KeepAliveConnection {
 
     public init(port: UInt16) throws { connection = try Connection(port: port) }
 
+    /// Sends raw bytes (a request cut short, say).
+    public func send(_ bytes: [UInt8]) throws { try connection.send(bytes) }
+
+    /// Whether the server closes the connection within `timeout` seconds (reading and
+    /// dropping whatever it sends first).
+    public func waitForClose(timeout: Double) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            do {
+                guard try connection.fill(timeout: max(0.01, deadline.timeIntervalSinceNow)) else { return true }
+            } catch is HTTPClientError {
+                return false
+            }
+        }
+        return false
+    }
+
     public func request(_ method: String, path: String, headers: [String: String] = [:], body: [UInt8] = [],
                         timeout: Double = 30) throws -> HTTPResponse {
         try connection.send(requestBytes(method, path: path, headers: headers, body: body, keepAlive: true))
