@@ -213,10 +213,11 @@ extension Commands {
         options: [helpOption, dbOption]
     ) { arguments, context in
         let log = try context.openLog(arguments, create: false)
+        var shown = false
         let progress: ((UInt64) -> Void)? = context.stderr.isTerminal
-            ? { context.stderr.write("\rverified \($0) events…") } : nil
+            ? { context.stderr.write("\rverified \($0) events…"); shown = true } : nil
         let report = try log.verifyChain(progress: progress)
-        if context.stderr.isTerminal, report.verified >= 65_536 { context.stderr.write("\n") }
+        if shown { context.stderr.write("\n") }
         let rows = try log.verifyProjections()
         context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); projections match a fresh fold (\(rows) rows)\n")
         return 0

@@ -19,7 +19,7 @@ extension Commands {
                   OptionSpec(name: "no-auth", value: nil, help: "Accept requests without a token (loopback addresses only, for local development)."),
                   OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15)."),
                   OptionSpec(name: "idle-timeout", value: "SECONDS",
-                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams waiting for a change are exempt).")]
+                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut).")]
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"

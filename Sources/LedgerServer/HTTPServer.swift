@@ -36,7 +36,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Seconds a connection may stay idle (no byte read or written) before it is closed: what
     /// reaps clients that stop halfway through their headers or body, and half-closed ones.
-    /// Streams waiting for a change are suspended, which libmicrohttpd never times out.
+    /// Streams waiting for a change are suspended, which libmicrohttpd never times out; nor
+    /// does it cut a stream with data queued for a client that reads slowly or not at all.
     private let idleTimeout: Int
 
     public static let defaultIdleTimeout = 90
@@ -561,18 +562,21 @@ public final class HTTPServer: @unchecked Sendable {
         if let spaced = found.spaced {
             return .error(400, "header name '\(spaced)' has white space before its colon")
         }
-        func values(_ name: String) -> [String] {
-            (found.headers[Array(name.utf8)] ?? []).map { String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespaces) }
+        func rawValues(_ name: String) -> [String] {
+            (found.headers[Array(name.utf8)] ?? []).map { String(decoding: $0, as: UTF8.self) }
         }
+        func values(_ name: String) -> [String] { rawValues(name).map { $0.trimmingCharacters(in: .whitespaces) } }
         let lengths = values("content-length")
-        let codings = values("transfer-encoding")
+        let codings = rawValues("transfer-encoding")
         if lengths.count > 1 {
             return .error(400, "the request has \(lengths.count) 'Content-Length' headers; send exactly one")
         }
         if !codings.isEmpty, !lengths.isEmpty {
             return .error(400, "the request has both 'Transfer-Encoding' and 'Content-Length'; send one")
         }
-        if codings.count > 1 || codings.contains(where: { $0.lowercased() != "chunked" }) {
+        // As libmicrohttpd reads it: `chunked` in any case after the leading white space it
+        // drops, and nothing after (it would not decode `chunked ` and wait for the body).
+        if codings.count > 1 || codings.contains(where: { $0.drop(while: { $0 == " " || $0 == "\t" }).lowercased() != "chunked" }) {
             return .error(501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'")
         }
         if let length = lengths.first, let size = UInt64(length), size > UInt64(HTTPServer.maxBody) {

@@ -20,7 +20,10 @@ extension EventLog {
     /// before rethrowing the producer's error).
     public func verifyChain(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
         enum Item: Sendable {
+            /// Records for this thread to check.
             case records([EventRecord])
+            /// The reading thread checked records up to this seq itself.
+            case checked(UInt64)
             case end(VerifyReport)
         }
         var report = VerifyReport(verified: 0, head: Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil))
@@ -48,7 +51,12 @@ extension EventLog {
                     expected += 1
                     chunk.append(record)
                     if chunk.count == 4096 {
-                        if handOver { try emit(.records(chunk)) } else { try EventLog.checkContent(chunk) }
+                        if handOver {
+                            try emit(.records(chunk))
+                        } else {
+                            try EventLog.checkContent(chunk)
+                            try emit(.checked(record.seq))
+                        }
                         handOver.toggle()
                         chunk.removeAll(keepingCapacity: true)
                     }
@@ -66,15 +74,20 @@ extension EventLog {
             try emit(.end(VerifyReport(verified: expected - 1,
                                        head: Head(seq: last?.seq ?? 0, hash: previousHash, recorded: last?.recorded))))
         }, consume: { item in
+            var seq: UInt64?
             switch item {
             case .records(let records):
                 try EventLog.checkContent(records)
-                if let seq = records.last?.seq, seq / 65_536 > reported / 65_536 {
-                    reported = seq
-                    progress?(seq - seq % 65_536)
-                }
+                seq = records.last?.seq
+            case .checked(let last):
+                seq = last
             case .end(let final):
                 report = final
+            }
+            // Chunks come in order, so each multiple of 65,536 is passed exactly once.
+            if let seq, seq / 65_536 > reported / 65_536 {
+                reported = seq
+                progress?(seq - seq % 65_536)
             }
         })
         return report

@@ -214,21 +214,30 @@ public final class EventLog: Sendable {
 
     /// Visits records with `seq > after` in order until `body` returns false. Each read
     /// transaction covers at most `chunk` records, so a slow consumer never pins old pages.
+    /// A record that cannot be decoded throws once every record before it has been visited
+    /// (so a check of each record reports the first bad one).
     public func forEachRecord(after: UInt64 = 0, chunk: Int = 4096,
                               _ body: (EventRecord) throws -> Bool) throws {
         var position = after
         while position < UInt64.max {  // no seq comes after the last one
             var batch: [EventRecord] = []
+            var undecodable: (any Error)?
             try environment.read { txn in
                 try txn.scan(events, from: (position + 1).bigEndianBytes) { key, value in
                     let seq = UInt64(bigEndianBytes: key)
-                    batch.append(try EventRecord(seq: seq, decoding: value))
+                    do {
+                        batch.append(try EventRecord(seq: seq, decoding: value))
+                    } catch {
+                        undecodable = error
+                        return false
+                    }
                     return batch.count < chunk
                 }
             }
             for record in batch {
                 guard try body(record) else { return }
             }
+            if let undecodable { throw undecodable }
             guard let last = batch.last, batch.count == chunk else { return }
             position = last.seq
         }

@@ -364,6 +364,29 @@ struct EventLogTests {
                 try log.environment.write { txn in try txn.put(log.events, target.bigEndianBytes, stored.encoded) }
                 #expect(try log.verifyChain().verified == 3 * 4096 + 100)
             }
+            // A record that cannot even be decoded, after a forged one in the same read chunk:
+            // the forged one comes first.
+            for (forgedAt, brokenAt): (UInt64, UInt64) in [(3000, 4000), (4000, 4097), (5000, 8000)] {
+                let forgedOriginal = try #require(try log.record(at: forgedAt))
+                let brokenOriginal = try #require(try log.record(at: brokenAt))
+                try forgeTypedPart(of: log, at: forgedAt)
+                try log.environment.write { txn in
+                    var bytes = brokenOriginal.encoded
+                    bytes[0] = 9  // a record format no release writes
+                    try txn.put(log.events, brokenAt.bigEndianBytes, bytes)
+                }
+                do {
+                    _ = try log.verifyChain()
+                    Issue.record("verify passed a forged record at seq \(forgedAt)")
+                } catch LedgerError.corrupt(let seq, let reason) {
+                    #expect(seq == forgedAt, "\(reason)")
+                }
+                try log.environment.write { txn in
+                    try txn.put(log.events, forgedAt.bigEndianBytes, forgedOriginal.encoded)
+                    try txn.put(log.events, brokenAt.bigEndianBytes, brokenOriginal.encoded)
+                }
+            }
+            #expect(try log.verifyChain().verified == 3 * 4096 + 100)
         }
     }
 
