@@ -284,6 +284,20 @@ struct CommandTests {
             #expect(ledger(["init", "--map-size", "1MiB"], db: db).status == 0)
         }
     }
+
+    @Test("serve refuses a bad --heartbeat or --idle-timeout with a usage error, before listening")
+    func serveUsage() throws {
+        try withTemporaryLedger { db in
+            for (option, value, message) in [("--idle-timeout", "0", "'--idle-timeout' needs whole seconds from 1 to 86400, got '0'"),
+                                             ("--idle-timeout", "1.5", "'--idle-timeout' needs whole seconds from 1 to 86400, got '1.5'"),
+                                             ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'")] {
+                let run = ledger(["serve", "--listen", "127.0.0.1:0", option, value], db: db)
+                #expect(run.status == 64, "\(option) \(value)")
+                #expect(run.stderr.hasPrefix("Error: \(message)\n"), "\(run.stderr)")
+                #expect(run.stdout.isEmpty)
+            }
+        }
+    }
 }
 
 @Suite("Help and usage errors")
