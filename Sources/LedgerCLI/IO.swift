@@ -70,8 +70,11 @@ public enum InputSource: Sendable {
     }
 }
 
-func readDescriptor(_ fd: Int32, name: String) throws -> [UInt8] {
+func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0) throws -> [UInt8] {
     var result: [UInt8] = []
+    // A file's size is known: one buffer of that size, rather than doublings that briefly hold
+    // the input twice.
+    result.reserveCapacity(expectedSize)
     var chunk = [UInt8](repeating: 0, count: 1 << 20)
     while true {
         let count = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
@@ -92,8 +95,10 @@ func readFile(_ path: String) throws -> [UInt8] {
     }
     defer { close(fd) }
     var info = stat()
-    if fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR {
+    let known = fstat(fd, &info) == 0
+    if known, (info.st_mode & S_IFMT) == S_IFDIR {
         throw CLIError.runtime("'\(path)' is a directory, not a file of events")
     }
-    return try readDescriptor(fd, name: "'\(path)'")
+    let size = known && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) + 1 : 0
+    return try readDescriptor(fd, name: "'\(path)'", expectedSize: size)
 }

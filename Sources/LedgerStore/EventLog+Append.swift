@@ -91,9 +91,14 @@ extension EventLog {
         public var head: UInt64 = 0
         /// One outcome per input event, in input order.
         public var outcomes: [Outcome] = []
-        /// The projection rows the batch changed (SPEC §8), in `seq` order.
-        public var changes: [RowChange] = []
     }
+
+    /// The most events one batch end covers within an append. At each end the fold recomputes
+    /// the days touched so far and writes their changes, and forgets its per-batch state, so
+    /// the memory an append takes does not grow with its input (one transaction still holds
+    /// the whole append: all or nothing). The log marks each end, and rebuilds and replays
+    /// flush at the same places, so they reproduce the same rows and changes.
+    static let maximumBatch = 65_536
 
     /// Appends `batch` in one transaction: every event or none (SPEC §3.2).
     ///
@@ -227,10 +232,14 @@ extension EventLog {
             counts[event.payload.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
+            if result.appended % EventLog.maximumBatch == 0, let last = held {
+                try write(last, endsBatch: true)
+                held = nil
+                try storeChanges(try fold.flush(), in: txn)
+            }
         }
         if let last = held { try write(last, endsBatch: true) }
-        result.changes = try fold.flush()
-        try storeChanges(result.changes, in: txn)
+        try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
             let key = Array("count.\(kind.rawValue)".utf8)

@@ -414,6 +414,30 @@ struct EventLogTests {
         }
     }
 
+    @Test("one append of more than 65,536 events ends a batch every 65,536: changes at each end, rebuild reproduces them")
+    func longAppendEndsBatches() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let count = EventLog.maximumBatch + 1_000
+            // One step sample a minute: the day holding seq 65,536 is touched by both batches.
+            let result = try log.append(try batch(Fixtures.stepsFile(count: count)))
+            #expect(result.appended == count)
+            #expect(try log.record(at: UInt64(EventLog.maximumBatch))?.endsBatch == true)
+            #expect(try log.record(at: UInt64(EventLog.maximumBatch) - 1)?.endsBatch == false)
+            #expect(try log.record(at: UInt64(count))?.endsBatch == true)
+            let before = try log.changes(after: 0, limit: 1_000_000).changes
+            #expect(before.contains { $0.seq == UInt64(EventLog.maximumBatch) }, "the first end flushed its changes")
+            #expect(before.contains { $0.seq == UInt64(count) })
+            // A rebuild flushes at the same ends and so writes the same changes and rows.
+            try log.rebuildProjections()
+            let after = try log.changes(after: 0, limit: 1_000_000).changes
+            #expect(after == before)
+            #expect(try log.verifyProjections() > 0)
+            let total = try log.dailyTotals(user: "default", type: .steps).map(\.value).reduce(0, +)
+            #expect(total == Double(count) * 10)
+        }
+    }
+
     @Test("concurrent appends from many threads in one process lose nothing")
     func concurrentInProcess() async throws {
         try await withTemporaryLedger { path in
