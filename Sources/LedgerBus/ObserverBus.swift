@@ -165,9 +165,12 @@ public struct ChangeSubscription: AsyncSequence, Sendable {
                 // wait below cannot miss it.
                 let transaction = bus.log.lastTransactionID
                 let (changes, through) = try bus.log.changes(after: cursor, filter: filter)
+                // A page with no match for the filter still moves the cursor: read on at once
+                // rather than wait for a commit that may never come.
+                let moved = through != cursor
                 cursor = through
                 buffer = changes
-                if buffer.isEmpty {
+                if buffer.isEmpty, !moved {
                     await bus.waitForCommit(after: transaction)
                     if Task.isCancelled { return nil }
                 }

@@ -86,7 +86,8 @@ extension Commands {
                 for change in changes {
                     context.stdout.write(bytes: change.json + [0x0A])
                 }
-                wrote = !changes.isEmpty
+                // A page with no match still moved the cursor: read on without waiting.
+                wrote = !changes.isEmpty || through != cursor
                 cursor = through
             }
             // Nothing new: wait for LMDB's last transaction to move (another process committing),

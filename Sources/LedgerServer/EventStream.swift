@@ -82,8 +82,11 @@ final class EventStream: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             if lock.withLock({ $0.closing }) { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
-            readChanges()
+            let moved = readChanges()
             if !pending.isEmpty { break }
+            // Changes the filter or the client's grants left out still moved the cursor: read
+            // on rather than suspend until the next commit or heartbeat.
+            if moved { continue }
             let heartbeat = lock.withLock { state -> Bool in
                 defer { state.heartbeatDue = false }
                 return state.heartbeatDue
@@ -112,9 +115,10 @@ final class EventStream: @unchecked Sendable {
     }
 
     /// Reads changes after the cursor into `pending`, grouped by seq, keeping only what this
-    /// client may read now (a revoke takes effect from the next read).
-    private func readChanges() {
-        guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return }
+    /// client may read now (a revoke takes effect from the next read). Returns whether the
+    /// cursor moved.
+    private func readChanges() -> Bool {
+        guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return false }
         var bySeq: [(UInt64, [StoredChange])] = []
         for change in changes where server.access.mayRead(change, client: client) {
             if bySeq.last?.0 == change.seq {
@@ -131,7 +135,8 @@ final class EventStream: @unchecked Sendable {
             }
         }
         if through > cursor { sentOfNext = 0 }
-        cursor = through
+        defer { cursor = through }
+        return through != cursor
     }
 
     /// Wakes the stream: resumes it if suspended, or makes its next `fill` look again.

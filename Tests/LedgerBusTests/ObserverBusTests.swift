@@ -76,6 +76,25 @@ struct ObserverBusTests {
         }
     }
 
+    @Test("a filtered subscription reads past pages with no match without waiting for a commit")
+    func filteredCatchUp() async throws {
+        try await withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            // One batch of 1,500 days for ann: thousands of change rows, none of them zed's.
+            let days = (0..<1_500).map { day in sample("ann", minute: day * 1_440, value: 1) }
+            _ = try log.append(try batch(days))
+            _ = try log.append(try batch([sample("zed", minute: 5, value: 42)]))
+            #expect(try log.changes(after: 0, limit: 100_000).changes.count > 3_000)
+            let bus = ObserverBus(log: log)
+            defer { bus.stop() }
+            // Nothing is committed after this point: the change must come from the catch-up.
+            let got = try await collect(bus.changes(after: 0, filter: ChangeFilter(projection: .daily, user: "zed")),
+                                        count: 1, seconds: 5)
+            #expect(got.count == 1)
+            #expect(got.first.map { String(decoding: $0.json, as: UTF8.self).contains(#""value":42"#) } == true)
+        }
+    }
+
     @Test("observers hear about commits made through another environment handle's process")
     func seesOtherWriters() async throws {
         let binary = try ledgerBinary()
