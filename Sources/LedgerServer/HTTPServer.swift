@@ -179,10 +179,8 @@ public final class HTTPServer: @unchecked Sendable {
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         if state.pointee == nil {
-            // Refused before any body is read: what libmicrohttpd accepts but would leave the
-            // handlers guessing (which Content-Length framed the body, which of two values or
-            // how much of a value cut at a NUL byte was meant).
-            // Before authentication: the framing must be settled before anything else.
+            // Refused before any body is read, and before authentication: what libmicrohttpd
+            // accepts but would leave the handlers guessing (`requestProblem`).
             if let refusal = requestProblem(connection) {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)

@@ -6,13 +6,8 @@ import Projections
 /// Valid only while the transaction is.
 struct LMDBStateStore: StateStore {
     let txn: Transaction
-    /// By `StateTable.ordinal`.
+    /// By `StateTable.ordinal` (the log's `stateDatabases`, looked up once when it opened).
     let handles: [Database]
-
-    init(txn: Transaction, databases: [StateTable: Database]) {
-        self.txn = txn
-        handles = StateTable.allCases.map { databases[$0]! }
-    }
 
     private func database(_ table: StateTable) -> Database { handles[table.ordinal] }
 
@@ -165,7 +160,7 @@ extension EventLog {
     static let projectionPositionKey = Array("projections.position".utf8)
 
     func stateStore(_ txn: Transaction) -> LMDBStateStore {
-        LMDBStateStore(txn: txn, databases: stateDatabases)
+        LMDBStateStore(txn: txn, handles: stateDatabases)
     }
 
     /// A fold over the live projection state, made current first: if the stored state is of
@@ -200,7 +195,7 @@ extension EventLog {
     @discardableResult
     func rebuildProjections(in txn: Transaction) throws -> UInt64 {
         for table in StateTable.allCases {
-            try txn.clear(stateDatabases[table]!)
+            try txn.clear(stateDatabases[table.ordinal])
         }
         try txn.clear(changesDatabase)
         let fold = ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))

@@ -23,7 +23,8 @@ public final class EventLog: Sendable {
     let sync: Database
     let meta: Database
     /// The projections' state tables (`p.<table>`), written in the same transactions as events.
-    let stateDatabases: [StateTable: Database]
+    /// The projection state databases, by `StateTable.ordinal`.
+    let stateDatabases: [Database]
     /// Committed projection changes by seq (`EventLog+Changes.swift`).
     let changesDatabase: Database
     /// API clients and their token digests (`EventLog+Clients.swift`); not part of the log.
@@ -92,7 +93,7 @@ public final class EventLog: Sendable {
         self.meta = handles["meta"]!
         self.changesDatabase = handles["changes"]!
         self.clientsDatabase = handles["clients"]!
-        self.stateDatabases = Dictionary(uniqueKeysWithValues: StateTable.allCases.map { ($0, handles[stateDatabaseName($0)]!) })
+        self.stateDatabases = StateTable.allCases.map { handles[stateDatabaseName($0)]! }
         self.clock = clock
         try checkFormat()
     }

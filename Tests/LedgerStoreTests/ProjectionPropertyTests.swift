@@ -202,7 +202,7 @@ struct ProjectionPropertyTests {
             _ = try log.append(try EventInput.decode(Array(lines.utf8)).map { (Optional($0.0), $0.1) })
             #expect(try log.verifyProjections() > 0)
             try log.environment.write { txn in
-                let daily = log.stateDatabases[.daily]!
+                let daily = log.stateDatabases[StateTable.daily.ordinal]
                 var key: [UInt8] = []
                 try txn.scan(daily) { k, _ in
                     key = Array(k)
