@@ -27,6 +27,16 @@ struct EndToEndTests {
         }
     }
 
+    @Test("the binary allocates with jemalloc (linked for speed, see Package.swift)")
+    func allocator() throws {
+        let binary = try ledgerBinary()
+        // jemalloc prints its statistics at exit when told to; glibc's malloc ignores MALLOC_CONF.
+        let run = try runProcess(binary, ["--version"], environment: ["MALLOC_CONF": "stats_print:true"])
+        #expect(run.status == 0)
+        #expect(run.stdout.hasPrefix("ledger "))
+        #expect(run.stderr.contains("Begin jemalloc statistics"))
+    }
+
     @Test("four appending processes at once lose nothing and the chain verifies")
     func concurrentWriters() async throws {
         let binary = try ledgerBinary()
