@@ -68,15 +68,26 @@ extension UUID {
     /// A name-based UUID (version 8, RFC 9562) from the SHA-256 of `name`: the same name always
     /// gives the same id. Used for samples sent without an `id`.
     public static func derived(from name: [UInt8]) -> UUID {
-        version8(Array(Digest.sha256(name).prefix(16)))
+        var bytes = digestPrefix(name)
+        return version8(&bytes)
+    }
+
+    /// The first 16 bytes of the SHA-256 of `name`, in place (no array per id).
+    private static func digestPrefix(_ name: [UInt8]) -> uuid_t {
+        var context = SHA256_CTX()
+        SHA256_Init(&context)
+        name.withUnsafeBufferPointer { _ = SHA256_Update(&context, $0.baseAddress, $0.count) }
+        let zero: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var digest: (uuid_t, uuid_t) = (zero, zero)  // 32 bytes: the whole digest
+        withUnsafeMutableBytes(of: &digest) { _ = SHA256_Final($0.baseAddress!.assumingMemoryBound(to: UInt8.self), &context) }
+        return digest.0
     }
 
     /// `bytes` with the version (8) and variant bits of RFC 9562 set.
-    private static func version8(_ bytes: [UInt8]) -> UUID {
-        var bytes = bytes
-        bytes[6] = (bytes[6] & 0x0F) | 0x80
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return UUID(bytes: bytes)
+    private static func version8(_ bytes: inout uuid_t) -> UUID {
+        bytes.6 = (bytes.6 & 0x0F) | 0x80
+        bytes.8 = (bytes.8 & 0x3F) | 0x80
+        return UUID(uuid: bytes)
     }
 
     /// A name-based UUID (version 8) whose first 48 bits are `milliseconds` since 1970 plus
@@ -85,11 +96,13 @@ extension UUID {
     /// a chronological import inserts into a few neighbouring pages of the `ids` index instead
     /// of touching pages all over it (which is what kept an import's memory growing).
     public static func derived(milliseconds: Int64, from name: [UInt8]) -> UUID {
-        var bytes = Array(Digest.sha256(name).prefix(16))
+        var bytes = digestPrefix(name)
         let bias: Int64 = 1 << 47
         let ms = UInt64(clamping: min(max(milliseconds, -bias), bias - 1) + bias)
-        for i in 0..<6 { bytes[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
-        return version8(bytes)
+        withUnsafeMutableBytes(of: &bytes) { raw in
+            for i in 0..<6 { raw[i] = UInt8(truncatingIfNeeded: ms >> (8 * (5 - i))) }
+        }
+        return version8(&bytes)
     }
 
     public init(bytes: [UInt8]) {

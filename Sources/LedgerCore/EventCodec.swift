@@ -16,7 +16,7 @@ public enum EventCodec {
 
     public static func encode(id: UUID, payload: Event.Payload) -> [UInt8] {
         var out = ByteWriter()
-        out.bytes.reserveCapacity(128)
+        out.bytes.reserveCapacity(256)  // a sample with a device and version takes about 140
         out.uuid(id)
         switch payload {
         case .sample(let s):
@@ -25,9 +25,8 @@ public enum EventCodec {
             out.f64(s.value)
             out.i64(s.start.microseconds)
             out.i64(s.end.microseconds)
-            let present: [Bool] = [s.zone != nil, s.syncId != nil, s.syncVersion != nil,
-                                   s.source.bundle != nil, s.source.device != nil, s.source.version != nil]
-            out.mask(present)
+            out.u8(bit(0, s.zone != nil) | bit(1, s.syncId != nil) | bit(2, s.syncVersion != nil)
+                   | bit(3, s.source.bundle != nil) | bit(4, s.source.device != nil) | bit(5, s.source.version != nil))
             out.string(s.user)
             out.string(s.unit)
             out.string(s.source.name)
@@ -41,7 +40,7 @@ public enum EventCodec {
             out.u8(2)
             out.uuid(c.target)
             out.u8(c.action == .retract ? 0 : 1)
-            out.mask([c.value != nil, c.unit != nil, c.start != nil, c.end != nil])
+            out.u8(bit(0, c.value != nil) | bit(1, c.unit != nil) | bit(2, c.start != nil) | bit(3, c.end != nil))
             out.string(c.reason)
             if let value = c.value { out.f64(value) }
             if let unit = c.unit { out.string(unit) }
@@ -56,7 +55,7 @@ public enum EventCodec {
         case .profile(let p):
             out.u8(5)
             out.string(p.user)
-            out.mask([p.zone != nil, p.priority != nil])
+            out.u8(bit(0, p.zone != nil) | bit(1, p.priority != nil))
             if let zone = p.zone { out.string(zone) }
             if let priority = p.priority {
                 let types = priority.keys.sorted { $0.code < $1.code }
@@ -207,14 +206,12 @@ public enum EventCodec {
     }
 }
 
-private extension ByteWriter {
-    /// One byte whose bit n says whether the n-th optional field follows.
-    mutating func mask(_ present: [Bool]) {
-        var mask: UInt8 = 0
-        for (bit, isPresent) in present.enumerated() where isPresent { mask |= 1 << bit }
-        u8(mask)
-    }
+/// Bit `index` of a presence mask (the byte whose bit n says whether the n-th optional field
+/// follows), set when that field is `present`. Masks are OR-ed from these rather than built
+/// from an array of flags, which cost an allocation per event.
+private func bit(_ index: Int, _ present: Bool) -> UInt8 { present ? 1 << index : 0 }
 
+private extension ByteWriter {
     mutating func types(_ types: [QuantityType]) {
         u8(UInt8(types.count))
         types.forEach { u8($0.code) }

@@ -126,12 +126,13 @@ extension PreparedEvent {
     public static func checkedSample(id: UUID, _ sample: Sample, start: String, end: String,
                                      integerValue: Int64? = nil) -> PreparedEvent {
         var out: [UInt8] = []
-        out.reserveCapacity(384)
+        out.reserveCapacity(512)  // an export's sample with its device takes about 400 bytes
         func key(_ name: StaticString, first: Bool = false) {
             if !first { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "\""))
             name.withUTF8Buffer { out.append(contentsOf: $0) }
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+            out.append(UInt8(ascii: "\""))
+            out.append(UInt8(ascii: ":"))
         }
         out.append(UInt8(ascii: "{"))
         key("end", first: true); JSONValue.writeString(end, to: &out)

@@ -70,7 +70,7 @@ public struct AppleHealthConverter: Sendable {
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
         var zoneName: String?
-        if let named = record.metadata["HKTimeZone"], Zone.isValid(named) {
+        if let named = record.metadata("HKTimeZone"), Zone.isValid(named) {
             zoneName = named
         } else if let zone {
             guard Zone.isValid(zone) else { return nil }
@@ -78,7 +78,7 @@ public struct AppleHealthConverter: Sendable {
         }
         var syncId: String?
         var syncVersion: Int64?
-        if let given = record.metadata["HKMetadataKeySyncIdentifier"], !given.isEmpty {
+        if let given = record.metadata("HKMetadataKeySyncIdentifier"), !given.isEmpty {
             guard let version = AppleHealthConverter.syncVersion(record), plainName(given), version >= 0 else { return nil }
             syncId = given
             syncVersion = version
@@ -120,7 +120,9 @@ public struct AppleHealthConverter: Sendable {
         add(sourceName)
         add(record.sourceVersion ?? "")
         add(device ?? "")
-        if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
+        if let instant = record.creationDate.flatMap(AppleHealthConverter.exportInstant) {
+            add(("", instant))  // as the branch below adds it, without the text in between
+        } else if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
             add((creation, try? Timestamp.parseRFC3339(creation).0))
         } else {
             add("")
@@ -159,7 +161,7 @@ public struct AppleHealthConverter: Sendable {
     /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none (or an empty
     /// one), nil when it has one that is not a whole number.
     static func syncVersion(_ record: HealthRecord) -> Int64? {
-        guard let text = record.metadata["HKMetadataKeySyncVersion"], !text.isEmpty else { return 0 }
+        guard let text = record.metadata("HKMetadataKeySyncVersion"), !text.isEmpty else { return 0 }
         return Int64(text)
     }
 
@@ -183,15 +185,15 @@ public struct AppleHealthConverter: Sendable {
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
         ]
         if let unit = record.unit, !unit.isEmpty { object["unit"] = .string(unit) }
-        if let zoneName = record.metadata["HKTimeZone"], Zone.isValid(zoneName) {
+        if let zoneName = record.metadata("HKTimeZone"), Zone.isValid(zoneName) {
             object["zone"] = .string(zoneName)
         } else if let zone {
             object["zone"] = .string(zone)
         }
-        if let syncId = record.metadata["HKMetadataKeySyncIdentifier"], !syncId.isEmpty {
+        if let syncId = record.metadata("HKMetadataKeySyncIdentifier"), !syncId.isEmpty {
             object["syncId"] = .string(syncId)
             guard let version = AppleHealthConverter.syncVersion(record) else {
-                throw invalid("'HKMetadataKeySyncVersion' is not a whole number: '\(record.metadata["HKMetadataKeySyncVersion"] ?? "")'")
+                throw invalid("'HKMetadataKeySyncVersion' is not a whole number: '\(record.metadata("HKMetadataKeySyncVersion") ?? "")'")
             }
             object["syncVersion"] = .int(version)
         }
@@ -211,24 +213,40 @@ public struct AppleHealthConverter: Sendable {
     static func rfc3339(_ text: String) -> String? {
         var text = text
         let converted = text.withUTF8 { bytes -> String? in
-            func digits(_ range: Range<Int>) -> Bool { range.allSatisfy { bytes[$0] >= 48 && bytes[$0] <= 57 } }
-            func sign(_ index: Int) -> Bool { bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") }
-            func rewrite(_ layout: [Int]) -> String {
-                String(unsafeUninitializedCapacity: layout.count) { out in
-                    for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
-                    return layout.count
-                }
+            guard let layout = layout(of: bytes) else { return nil }
+            return String(unsafeUninitializedCapacity: layout.count) { out in
+                for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
+                return layout.count
             }
-            if bytes.count == 25, digits(0..<4), bytes[10] == 32, bytes[19] == 32, digits(21..<25), sign(20) {
-                return rewrite(AppleHealthConverter.currentLayout)
-            }
-            if bytes.count == 19, digits(0..<14), digits(15..<19), sign(14) {
-                return rewrite(AppleHealthConverter.legacyLayout)
-            }
-            return nil
         }
         if let converted { return converted }
         if (try? Timestamp.parseRFC3339(text)) != nil { return text }
+        return nil
+    }
+
+    /// The instant of an export's date (either layout `rfc3339` converts), read without making
+    /// its RFC 3339 text; nil when the text has neither layout or names no valid instant.
+    static func exportInstant(_ text: String) -> Timestamp? {
+        var text = text
+        return text.withUTF8 { bytes -> Timestamp? in
+            guard let layout = layout(of: bytes) else { return nil }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
+                for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
+                return try? Timestamp.parseRFC3339(utf8: UnsafeBufferPointer(out)).0
+            }
+        }
+    }
+
+    /// Which layout an export date has: `currentLayout` or `legacyLayout`; nil for neither.
+    private static func layout(of bytes: UnsafeBufferPointer<UInt8>) -> [Int]? {
+        func digits(_ range: Range<Int>) -> Bool { range.allSatisfy { bytes[$0] >= 48 && bytes[$0] <= 57 } }
+        func sign(_ index: Int) -> Bool { bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") }
+        if bytes.count == 25, digits(0..<4), bytes[10] == 32, bytes[19] == 32, digits(21..<25), sign(20) {
+            return currentLayout
+        }
+        if bytes.count == 19, digits(0..<14), digits(15..<19), sign(14) {
+            return legacyLayout
+        }
         return nil
     }
 

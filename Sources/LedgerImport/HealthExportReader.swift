@@ -14,9 +14,31 @@ public struct HealthRecord: Sendable, Equatable {
     public var endDate: String?
     public var creationDate: String?
     /// `MetadataEntry` children by key.
-    public var metadata: [String: String] = [:]
+    public var metadata: [String: String] {
+        get { Dictionary(metadataEntries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last }) }
+        set { metadataEntries = newValue.map { ($0.key, $0.value) } }
+    }
+    /// The same entries as read, in a list: a record has one to three, and a dictionary made
+    /// per record cost more than its lookups saved. A key given twice counts with its last value.
+    private var metadataEntries: [(key: String, value: String)] = []
     /// The line of the `<Record` tag, for errors.
     public var line: Int
+
+    /// The value of the `MetadataEntry` with `key`, if any (the last one, when given twice).
+    public func metadata(_ key: String) -> String? {
+        metadataEntries.last { $0.key == key }?.value
+    }
+
+    mutating func addMetadata(key: String, value: String) {
+        metadataEntries.append((key, value))
+    }
+
+    public static func == (a: HealthRecord, b: HealthRecord) -> Bool {
+        a.type == b.type && a.unit == b.unit && a.value == b.value && a.sourceName == b.sourceName
+            && a.sourceVersion == b.sourceVersion && a.device == b.device && a.startDate == b.startDate
+            && a.endDate == b.endDate && a.creationDate == b.creationDate && a.line == b.line
+            && a.metadata == b.metadata
+    }
 
     public init(type: String, unit: String? = nil, value: String? = nil, sourceName: String? = nil,
                 sourceVersion: String? = nil, device: String? = nil, startDate: String? = nil,
@@ -30,8 +52,8 @@ public struct HealthRecord: Sendable, Equatable {
         self.startDate = startDate
         self.endDate = endDate
         self.creationDate = creationDate
-        self.metadata = metadata
         self.line = line
+        self.metadata = metadata
     }
 }
 
@@ -55,6 +77,9 @@ public final class HealthExportReader {
     fileprivate var depth = 0
     fileprivate var correlations = 0
     fileprivate var sawElement = false
+    // Attribute values that repeat from record to record, each decoded once.
+    private var recentTypes = RecentStrings(), recentUnits = RecentStrings(), recentSources = RecentStrings()
+    private var recentVersions = RecentStrings(), recentKeys = RecentStrings()
     private var ended = false
     private var failure: ImportError?
 
@@ -135,10 +160,10 @@ public final class HealthExportReader {
             var value: String?
             for index in 0..<count {
                 guard let attribute = attributes[index * 5] else { continue }
-                if equals(attribute, "key") { key = string(attributes, index) }
+                if equals(attribute, "key") { key = string(attributes, index, recent: &recentKeys) }
                 else if equals(attribute, "value") { value = string(attributes, index) }
             }
-            if let key, let value { current!.metadata[key] = value }
+            if let key, let value { current!.addMetadata(key: key, value: value) }
             return
         }
         if equals(name, "Correlation") {
@@ -152,11 +177,11 @@ public final class HealthExportReader {
             // the value of an attribute the ledger does not read.
             for index in 0..<count {
                 guard let name = attributes[index * 5] else { continue }
-                if equals(name, "type") { record.type = string(attributes, index) }
-                else if equals(name, "unit") { record.unit = string(attributes, index) }
+                if equals(name, "type") { record.type = string(attributes, index, recent: &recentTypes) }
+                else if equals(name, "unit") { record.unit = string(attributes, index, recent: &recentUnits) }
                 else if equals(name, "value") { record.value = string(attributes, index) }
-                else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = string(attributes, index) }
-                else if equals(name, "sourceVersion") { record.sourceVersion = string(attributes, index) }
+                else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = string(attributes, index, recent: &recentSources) }
+                else if equals(name, "sourceVersion") { record.sourceVersion = string(attributes, index, recent: &recentVersions) }
                 else if equals(name, "device") { record.device = string(attributes, index) }
                 else if equals(name, "startDate") { record.startDate = string(attributes, index) }
                 else if equals(name, "endDate") { record.endDate = string(attributes, index) }
@@ -232,6 +257,44 @@ public final class HealthExportReader {
     }
 
     private static let escapedAmpersand = Array("&#38;".utf8)
+
+    /// `string(attributes, index)`, taken from `recent` when the same bytes came lately.
+    private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int,
+                        recent: inout RecentStrings) -> String {
+        guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return "" }
+        let bytes = UnsafeBufferPointer(start: start, count: end - start)
+        if let known = recent.string(for: bytes) { return known }
+        let text = string(attributes, index)
+        recent.remember(bytes, as: text)
+        return text
+    }
+}
+
+/// The last few distinct values of one attribute, by their bytes as libxml2 gave them: type
+/// names, units and source names repeat from record to record, so each is decoded (and, past
+/// 15 bytes, allocated) once rather than per record.
+struct RecentStrings {
+    private var entries: [(bytes: [UInt8], text: String)] = []
+    private var oldest = 0
+    private static let capacity = 8
+
+    func string(for bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        for entry in entries where entry.bytes.count == bytes.count {
+            if bytes.isEmpty { return entry.text }
+            let same = entry.bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+            if same { return entry.text }
+        }
+        return nil
+    }
+
+    mutating func remember(_ bytes: UnsafeBufferPointer<UInt8>, as text: String) {
+        if entries.count < RecentStrings.capacity {
+            entries.append((Array(bytes), text))
+        } else {
+            entries[oldest] = (Array(bytes), text)
+            oldest = (oldest + 1) % RecentStrings.capacity
+        }
+    }
 }
 
 /// Why an import stopped.
