@@ -25,8 +25,9 @@ let libxml2Headers: [SwiftSetting] = [.unsafeFlags(["-Xcc", "-I/usr/include/libx
 // 13 % less CPU: the reading and appending threads hand each other every event's buffers, and
 // glibc's frees across threads contend (README, Performance). Its archive hides its symbols in Swift's static link
 // (`--exclude-libs ALL`), so libc's own allocations would be freed by the wrong allocator; the
-// shared library is linked instead, which costs no measurable start-up time. Only the binary
-// links it: the tests run that binary for end-to-end cases, and one checks the allocator.
+// shared library is linked instead, which costs no measurable start-up time. The binary links
+// it (the tests run it for end-to-end cases, and one checks the allocator), and so does the
+// benchmark, whose in-process figures then match the binary's.
 let jemalloc: [LinkerSetting] = [
     .unsafeFlags(["-Xlinker", "--push-state", "-Xlinker", "--no-as-needed", "-Xlinker", "-ljemalloc", "-Xlinker", "--pop-state"]),
 ]
@@ -69,8 +70,9 @@ let package = Package(
                           path: "Tools/ledger-gen"),
         .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"],
                 path: "Tests/LedgerTestSupport"),
-        .executableTarget(name: "ledger-bench", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerTestSupport"],
-                          path: "Tools/ledger-bench"),
+        .executableTarget(name: "ledger-bench", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
+                                                              "LedgerTestSupport"],
+                          path: "Tools/ledger-bench", linkerSettings: jemalloc),
         .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"],
                     path: "Tests/LedgerCoreTests"),
         .testTarget(name: "ProjectionsTests", dependencies: ["Projections", "LedgerCore", "LedgerTestSupport"],
