@@ -35,6 +35,12 @@ struct EndToEndTests {
         #expect(run.status == 0)
         #expect(run.stdout.hasPrefix("ledger "))
         #expect(run.stderr.contains("Begin jemalloc statistics"))
+        // Loaded is not enough: the process's own allocations must go through it (were glibc's
+        // malloc bound first, jemalloc would count next to nothing). Start-up alone allocates
+        // some hundreds of KiB.
+        let allocated = run.stderr.split(separator: "\n").first { $0.hasPrefix("Allocated: ") }
+            .flatMap { Int($0.dropFirst("Allocated: ".count).prefix { $0.isNumber }) }
+        #expect((allocated ?? 0) > 64 * 1024, "jemalloc's statistics: \(allocated.map(String.init) ?? "no 'Allocated:' line")")
     }
 
     @Test("four appending processes at once lose nothing and the chain verifies")

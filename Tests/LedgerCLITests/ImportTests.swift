@@ -459,6 +459,40 @@ struct ExportDateTests {
         }
     }
 
+    @Test("derived ids stay what they were: pinned for both date layouts and odd creation dates")
+    func pinnedIDs() throws {
+        // Ids are how a re-import finds what it already has: if a change to the conversion
+        // moved one byte of a record's identity, every ledger would import its exports twice.
+        // These were made by the binary of commit 3ebbe01 (`ledger import` and `ledger append`).
+        func record(_ start: String, _ end: String, _ creation: String?, value: Int) -> HealthRecord {
+            HealthRecord(type: "HKQuantityTypeIdentifierStepCount", unit: "count", value: String(value),
+                         sourceName: "Ann's iPhone", sourceVersion: "17.1",
+                         device: "<<HKDevice: 0x2837>, name:iPhone, model:iPhone>",
+                         startDate: start, endDate: end, creationDate: creation, line: 1)
+        }
+        let (start, end) = ("2024-03-01 10:00:00 +0100", "2024-03-01 10:05:00 +0100")
+        let (legacyStart, legacyEnd) = ("20141018163235+0100", "20141018163735+0100")
+        let pinned: [(HealthRecord, String)] = [
+            (record(start, end, "2024-03-01 10:06:00 +0100", value: 12), "818df93d-e680-82df-bd82-4e05e9e34ddf"),
+            (record(start, end, "2024-13-01 10:06:00 +0100", value: 13), "818df93d-e680-88c1-b9be-ff18ab212cd3"),  // no month 13
+            (record(start, end, "2024-02-30 10:06:00 +0100", value: 14), "818df93d-e680-8cef-ba2c-490b83216c81"),  // nor Feb 30
+            (record(start, end, "2024-03-01T10:06:00+01:00", value: 15), "818df93d-e680-8779-b931-b31ad91cecd6"),  // RFC 3339
+            (record(start, end, "garbage", value: 16), "818df93d-e680-8e3c-8444-1fd3c8a5e46e"),
+            (record(start, end, nil, value: 17), "818df93d-e680-80ee-9730-1454f97a856b"),
+            (record(legacyStart, legacyEnd, "20141018163835+0100", value: 18), "814923e3-8a38-8125-8e39-cb735669d965"),
+            (record(legacyStart, legacyEnd, "20141318163835+0100", value: 19), "814923e3-8a38-80ca-84e9-8db9b31b5b3f"),
+        ]
+        let converter = AppleHealthConverter(user: "ann", idScheme: 2)
+        for (record, id) in pinned {
+            #expect(try converter.prepared(for: record)?.id.lowercased == id, "value \(record.value ?? "")")
+            #expect(try converter.event(for: record)?.id.lowercased == id, "value \(record.value ?? "")")
+        }
+        // A sample sent without an id gets one derived from its content (`UUID.derived(from:)`).
+        let sample = #"{"kind":"sample","user":"ann","type":"steps","value":12,"unit":"count","start":"2024-03-01T10:00:00+01:00","end":"2024-03-01T10:05:00+01:00","source":"Ann's iPhone"}"#
+        let event = try EventDecoder.decode(try JSONValue.parse(Array(sample.utf8)))
+        #expect(event.id.lowercased == "35e84115-3fcf-85b0-9b63-70098c1ff2f1")
+    }
+
     @Test("appendDecimal writes String(value)'s bytes")
     func decimal() {
         var values: [Int64] = [0, 1, -1, 9, 10, -10, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
