@@ -47,7 +47,8 @@ extension Commands {
         standard input. The whole input is one batch: if any event is invalid nothing is written, \
         and the error names the line (or array index) and the field. Re-sending an event already \
         in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
-        with the input: split a file near the machine's memory into several appends.
+        with the input: split a file near the machine's memory into several appends. On a terminal, \
+        stderr counts the events checked every 65,536.
         """,
         arguments: [("FILE", "A file of events, or - for standard input (the default).")],
         options: [helpOption, dbOption,
@@ -76,6 +77,11 @@ extension Commands {
             let log = try context.openLog(arguments, create: true)
             // Stored, indexed and folded, an event takes about 4.5 times its NDJSON line.
             try log.environment.reserve(bytes.count * 6)
+            // Nothing is committed before the end: the count is of events checked, written and
+            // folded inside the one transaction.
+            let progress = ProgressLine(sink: context.stderr) { "appending: \($0) events checked…" }
+            defer { progress?.finish() }
+            var checked: UInt64 = 0
             result = try log.append(expectHead: expectHead) { add in
                 // Parsing and validating (JSON, canonical form) run on a second core while
                 // this thread checks, hashes, writes and folds.
@@ -91,6 +97,11 @@ extension Commands {
                     if !chunk.isEmpty { try emit(chunk) }
                 }, consume: { chunk in
                     for (location, prepared) in chunk { try add(location, prepared) }
+                    let before = checked
+                    checked += UInt64(chunk.count)
+                    if checked / EventLog.progressStep > before / EventLog.progressStep {
+                        progress?.show(checked - checked % EventLog.progressStep)
+                    }
                 })
             }
         } catch {
@@ -208,16 +219,17 @@ extension Commands {
         abstract: "Check the hash chain, and that every stored projection equals a fresh fold.",
         usage: "ledger verify [--db PATH]",
         discussion: """
-        Exits 1 and names the first bad seq when the log was damaged or altered, or the first         projection row that differs from a fresh fold of the log.
+        Exits 1 and names the first bad seq when the log was damaged or altered, or the first \
+        projection row that differs from a fresh fold of the log. On a terminal, stderr counts \
+        the events verified every 65,536.
         """,
         options: [helpOption, dbOption]
     ) { arguments, context in
         let log = try context.openLog(arguments, create: false)
-        var shown = false
-        let progress: ((UInt64) -> Void)? = context.stderr.isTerminal
-            ? { context.stderr.write("\rverified \($0) events…"); shown = true } : nil
-        let report = try log.verifyChain(progress: progress)
-        if shown { context.stderr.write("\n") }
+        let progress = ProgressLine(sink: context.stderr) { "verified \($0) events…" }
+        defer { progress?.finish() }
+        let report = try log.verifyChain(progress: progress?.show)
+        progress?.finish()
         let rows = try log.verifyProjections()
         context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); projections match a fresh fold (\(rows) rows)\n")
         return 0

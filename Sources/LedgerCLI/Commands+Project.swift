@@ -123,7 +123,8 @@ extension Commands {
         usage: "ledger rebuild [NAME] [--db PATH]",
         discussion: """
         All four projections are one fold over the log, so rebuilding any of them rebuilds all. \
-        Runs in one write transaction: readers keep seeing the old rows until it commits.
+        Runs in one write transaction: readers keep seeing the old rows until it commits. On a \
+        terminal, stderr counts the events folded every 65,536.
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
         options: [helpOption, dbOption],
@@ -134,7 +135,11 @@ extension Commands {
         }
         let log = try context.openLog(arguments, create: false)
         let started = Date()
-        let folded = try log.rebuildProjections()
+        let head = try log.head().seq
+        let progress = ProgressLine(sink: context.stderr) { "rebuilding: folded \($0) of \(head) events…" }
+        defer { progress?.finish() }
+        let folded = try log.rebuildProjections(progress: progress?.show)
+        progress?.finish()
         let seconds = Date().timeIntervalSince(started)
         context.stdout.write("rebuilt daily, per-source, last-known, grants from \(folded) events in \(String(format: "%.2f", seconds)) s\n")
         return 0

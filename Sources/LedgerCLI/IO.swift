@@ -102,3 +102,28 @@ func readFile(_ path: String) throws -> [UInt8] {
     let size = known && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) + 1 : 0
     return try readDescriptor(fd, name: "'\(path)'", expectedSize: size)
 }
+
+/// A count redrawn in place on stderr (`\r…`) while a long command works, when stderr is a
+/// terminal: `init` gives nil otherwise, so scripts and logs get no progress text. `finish`
+/// ends the line, once, if anything was drawn, so what follows starts on a line of its own.
+final class ProgressLine {
+    private let sink: OutputSink
+    private let text: (UInt64) -> String
+    private var drawn = false
+
+    init?(sink: OutputSink, text: @escaping (UInt64) -> String) {
+        guard sink.isTerminal else { return nil }
+        self.sink = sink
+        self.text = text
+    }
+
+    func show(_ count: UInt64) {
+        sink.write("\r" + text(count))
+        drawn = true
+    }
+
+    func finish() {
+        if drawn { sink.write("\n") }
+        drawn = false
+    }
+}

@@ -193,7 +193,7 @@ extension EventLog {
     /// The snapshot is the log this transaction started from (LMDB lets one writer in at a
     /// time); events this transaction appended itself are folded after it, from `txn`.
     @discardableResult
-    func rebuildProjections(in txn: Transaction) throws -> UInt64 {
+    func rebuildProjections(in txn: Transaction, progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
         for table in StateTable.allCases {
             try txn.clear(stateDatabases[table.ordinal])
         }
@@ -205,6 +205,7 @@ extension EventLog {
             // The same flushes as when the batches were appended give the same changes.
             if endsBatch { try storeChanges(try fold.flush(), in: txn) }
             last = event.seq
+            if last % EventLog.progressStep == 0 { progress?(last) }
         }
         try foldRecords({ { raw, _ in .fold(try raw.loggedEvent()) } }) { record in
             try apply(record.event!, endsBatch: record.endsBatch)
@@ -219,10 +220,14 @@ extension EventLog {
 
     /// Rebuilds every projection from the log, in one write transaction (other writers wait;
     /// readers go on seeing the old state until it commits). Returns the events folded.
+    /// `progress` is called every `progressStep` events with the seq folded so far.
     @discardableResult
-    public func rebuildProjections() throws -> UInt64 {
-        try environment.write { txn in try rebuildProjections(in: txn) }
+    public func rebuildProjections(progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
+        try environment.write { txn in try rebuildProjections(in: txn, progress: progress) }
     }
+
+    /// How often long walks over the log report progress, in events.
+    public static let progressStep: UInt64 = 65_536
 
     /// Makes sure the stored projections are of this build's fold version and at the head
     /// (rebuilding them otherwise), so that reads see every committed event.

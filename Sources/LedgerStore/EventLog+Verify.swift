@@ -10,7 +10,7 @@ extension EventLog {
 
     /// Recomputes the hash chain from `seq` 1 and checks that positions are gapless and that
     /// every stored event decodes. Throws `LedgerError.corrupt` naming the first bad `seq`.
-    /// `progress` is called every 65,536 events with the count so far.
+    /// `progress` is called every `progressStep` (65,536) events with the count so far.
     ///
     /// Decoding each event's JSON (to compare it with its typed part) is most of the work, and
     /// it does not depend on the chain: a second thread walks the chain in order and checks
@@ -85,9 +85,9 @@ extension EventLog {
                 report = final
             }
             // Chunks come in order, so each multiple of 65,536 is passed exactly once.
-            if let seq, seq / 65_536 > reported / 65_536 {
+            if let seq, seq / EventLog.progressStep > reported / EventLog.progressStep {
                 reported = seq
-                progress?(seq - seq % 65_536)
+                progress?(seq - seq % EventLog.progressStep)
             }
         })
         return report

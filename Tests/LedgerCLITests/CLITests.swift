@@ -13,8 +13,9 @@ struct Run {
     var stderr: String
 }
 
-func ledger(_ arguments: [String], stdin: String = "", db: String? = nil, terminal: Bool = false) -> Run {
-    let out = OutputSink(isTerminal: terminal), err = OutputSink()
+func ledger(_ arguments: [String], stdin: String = "", db: String? = nil, terminal: Bool = false,
+            stderrTerminal: Bool = false) -> Run {
+    let out = OutputSink(isTerminal: terminal), err = OutputSink(isTerminal: stderrTerminal)
     var environment: [String: String] = [:]
     if let db { environment["LEDGER_DB"] = db }
     let status = LedgerCommandLine.run(arguments: arguments, environment: environment,
@@ -341,7 +342,8 @@ struct HelpTests {
         standard input. The whole input is one batch: if any event is invalid nothing is written, \
         and the error names the line (or array index) and the field. Re-sending an event already \
         in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
-        with the input: split a file near the machine's memory into several appends.
+        with the input: split a file near the machine's memory into several appends. On a terminal, \
+        stderr counts the events checked every 65,536.
 
         USAGE: ledger append [FILE|-] [--db PATH] [--expect-head N]
 
@@ -373,5 +375,41 @@ struct HelpTests {
         let extra = ledger(["verify", "extra"])
         #expect(extra.status == 64)
         #expect(extra.stderr.hasPrefix("Error: unexpected argument 'extra'"))
+    }
+}
+
+@Suite("Progress on long commands")
+struct ProgressTests {
+    @Test("append, rebuild and verify count on a terminal's stderr every 65,536 events, and say nothing elsewhere")
+    func progressLines() throws {
+        let count = Int(EventLog.progressStep) + 500
+        let input = Fixtures.stepsFile(count: count)
+        try withTemporaryLedger { db in
+            let append = ledger(["append"], stdin: input, db: db, stderrTerminal: true)
+            #expect(append.status == 0)
+            #expect(append.stdout == "appended \(count), duplicates 0, superseded 0, head \(count)\n")
+            #expect(append.stderr == "\rappending: 65536 events checked…\n", "\(append.stderr)")
+            let rebuild = ledger(["rebuild"], db: db, stderrTerminal: true)
+            #expect(rebuild.status == 0)
+            #expect(rebuild.stdout.hasPrefix("rebuilt daily, per-source, last-known, grants from \(count) events"))
+            #expect(rebuild.stderr == "\rrebuilding: folded 65536 of \(count) events…\n", "\(rebuild.stderr)")
+            let verify = ledger(["verify"], db: db, stderrTerminal: true)
+            #expect(verify.status == 0)
+            #expect(verify.stderr == "\rverified 65536 events…\n", "\(verify.stderr)")
+            // Not a terminal: no progress text at all.
+            for arguments in [["rebuild"], ["verify"]] {
+                let quiet = ledger(arguments, db: db)
+                #expect(quiet.status == 0)
+                #expect(quiet.stderr.isEmpty, "\(arguments): \(quiet.stderr)")
+            }
+            // A batch refused near its end (the same events again, then a bad line): whether or
+            // not the progress line was drawn first (the parsing thread may find the bad line
+            // before 65,536 events are checked), the error starts on a line of its own.
+            let bad = ledger(["append"], stdin: input + "{\"kind\":1}\n", db: db, stderrTerminal: true)
+            #expect(bad.status == 65)
+            let error = "Error: line \(count + 1): 'kind' must be a string"
+            #expect(bad.stderr.hasPrefix(error) || bad.stderr.hasPrefix("\rappending: 65536 events checked…\n" + error), "\(bad.stderr)")
+            #expect(ledger(["stats", "--format", "json"], db: db).stdout.contains("\"head\":\(count),"), "nothing written")
+        }
     }
 }
