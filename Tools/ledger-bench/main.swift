@@ -90,6 +90,34 @@ func measure(_ command: String) -> Measured {
     return Measured(seconds: seconds, peakRSS: usage.ru_maxrss * 1024, status: (status >> 8) & 0xFF, stdout: output)
 }
 
+/// Runs `ledger` and `peer` alternately `times` times (so a slow spell of the machine falls
+/// on both) and gives each one's median run: single runs of the same command differ by 10-30 %
+/// here, and a ratio of two single runs moved from 6× to 9× between runs of one build.
+/// Peak RSS is the largest of the runs. `prepare` runs before each run (fresh databases).
+func alternate(_ times: Int, prepare: () -> Void = {}, ledger: () -> Measured, peer: () -> Measured)
+    -> (ledger: Measured, peer: Measured, spread: String) {
+    var ledgerRuns: [Measured] = [], peerRuns: [Measured] = []
+    for _ in 0..<times {
+        prepare()
+        ledgerRuns.append(ledger())
+        peerRuns.append(peer())
+    }
+    func median(_ runs: [Measured]) -> Measured {
+        var chosen = runs.sorted { $0.seconds < $1.seconds }[runs.count / 2]
+        chosen.peakRSS = runs.map(\.peakRSS).max() ?? 0
+        if let failed = runs.first(where: { $0.status != 0 }) { chosen.status = failed.status }
+        return chosen
+    }
+    func range(_ runs: [Measured]) -> String {
+        let times = runs.map(\.seconds)
+        return "\(secs(times.min() ?? 0))–\(secs(times.max() ?? 0))"
+    }
+    let spread = times > 1 ? "median of \(times) alternate runs; ledger \(range(ledgerRuns)), peer \(range(peerRuns))" : "one run each"
+    return (median(ledgerRuns), median(peerRuns), spread)
+}
+let alternations = options.quick ? 1 : 3
+var spreads: [String] = []
+
 func percentile(_ values: [Double], _ p: Double) -> Double {
     let sorted = values.sorted()
     guard !sorted.isEmpty else { return .nan }
@@ -136,13 +164,16 @@ note("\(eventCount) events")
 // MARK: 1. Ingest
 if wanted(1) {
     note("1. ingest")
-    try? FileManager.default.removeItem(atPath: ledgerDB)
-    let append = measure("'\(ledger)' append '\(ndjson)' --db '\(ledgerDB)'")
-    try? FileManager.default.removeItem(atPath: sqliteDB)
-    let sqliteLoad = measure("""
-    sqlite3 '\(sqliteDB)' "CREATE TABLE events(id TEXT NOT NULL, body TEXT NOT NULL); CREATE UNIQUE INDEX events_id ON events(id); \
-    INSERT OR IGNORE INTO events SELECT json_extract(value,'$.id'), value FROM json_each(readfile('\(jsonArray)'));"
-    """)
+    let (append, sqliteLoad, spread) = alternate(alternations, prepare: {
+        try? FileManager.default.removeItem(atPath: ledgerDB)
+        try? FileManager.default.removeItem(atPath: sqliteDB)
+    }, ledger: { measure("'\(ledger)' append '\(ndjson)' --db '\(ledgerDB)'") }, peer: {
+        measure("""
+        sqlite3 '\(sqliteDB)' "CREATE TABLE events(id TEXT NOT NULL, body TEXT NOT NULL); CREATE UNIQUE INDEX events_id ON events(id); \
+        INSERT OR IGNORE INTO events SELECT json_extract(value,'$.id'), value FROM json_each(readfile('\(jsonArray)'));"
+        """)
+    })
+    spreads.append("1. ingest: \(spread)")
     let ingestRatio = sqliteLoad.seconds / append.seconds
     table.append(Row(scenario: "1. ingest \(eventCount) events (`ledger append` vs `sqlite3` json_each into a unique-id table)",
                      ledger: "\(secs(append.seconds)), \(rate(eventCount, append.seconds)), \(mb(append.peakRSS))",
@@ -163,18 +194,22 @@ if wanted(2) {
     _ = measure("'\(generator)' --users 1 --days \(exportDays) --start \(exportStart) --seed 9 --format export-xml > '\(exportXML)'")
     let xmlRecords = Int(measure("grep -c '<Record ' '\(exportXML)'").stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
     let importDB = work + "/import.db"
-    try? FileManager.default.removeItem(atPath: importDB)
-    let importRun = measure("'\(ledger)' import apple-health '\(exportXML)' --db '\(importDB)'")
     let hk = work + "/venv/bin/healthkit-to-sqlite"
     if !FileManager.default.isExecutableFile(atPath: hk) {
         note("installing healthkit-to-sqlite from PyPI into \(work)/venv")
         _ = measure("python3 -m venv '\(work)/venv' && '\(work)/venv/bin/pip' install -q healthkit-to-sqlite")
     }
+    let hasPeer = FileManager.default.isExecutableFile(atPath: hk)
+    let (importRun, hkRun, spread) = alternate(alternations, prepare: {
+        try? FileManager.default.removeItem(atPath: importDB)
+        try? FileManager.default.removeItem(atPath: work + "/hk.db")
+    }, ledger: { measure("'\(ledger)' import apple-health '\(exportXML)' --db '\(importDB)'") }, peer: {
+        hasPeer ? measure("'\(hk)' --xml --silent '\(exportXML)' '\(work)/hk.db'") : Measured(seconds: 0, peakRSS: 0, status: -1, stdout: "")
+    })
     var peerImport = "not measured (healthkit-to-sqlite could not be installed)"
     var importRatio: Double?
-    if FileManager.default.isExecutableFile(atPath: hk) {
-        try? FileManager.default.removeItem(atPath: work + "/hk.db")
-        let hkRun = measure("'\(hk)' --xml --silent '\(exportXML)' '\(work)/hk.db'")
+    if hasPeer {
+        spreads.append("2. import: \(spread)")
         if hkRun.status == 0 {
             peerImport = "\(secs(hkRun.seconds)), \(rate(xmlRecords, hkRun.seconds)), \(mb(hkRun.peakRSS))"
             importRatio = hkRun.seconds / importRun.seconds
@@ -460,4 +495,8 @@ for row in table {
 }
 print("")
 print("Measured \(ISO8601DateFormatter().string(from: Date())) on \(ProcessInfo.processInfo.processorCount) cores\(options.quick ? " (--quick: smoke run, figures not meaningful)" : "").")
+if !spreads.isEmpty {
+    print("")
+    for spread in spreads { print("- \(spread)") }
+}
 if !options.keep, options.work == nil { try? FileManager.default.removeItem(atPath: work) }
