@@ -89,7 +89,11 @@ extension Commands {
             }, consume: { (chunk: ImportChunk) in
                 if !chunk.events.isEmpty {
                     let result = try log.append { add in
-                        for (location, prepared) in chunk.events { try add(location, prepared) }
+                        // Each event is lent to `add` in place, not copied out of the list
+                        // first (a copy retains every buffer and string it holds).
+                        try chunk.events.withUnsafeBufferPointer { events in
+                            for index in events.indices { try add(events[index].0, events[index].1) }
+                        }
                     }
                     summary.appended += result.appended
                     summary.duplicates += result.duplicates
