@@ -81,7 +81,6 @@ extension Commands {
             // folded inside the one transaction.
             let progress = ProgressLine(sink: context.stderr) { "appending: \($0) events checked…" }
             defer { progress?.finish() }
-            var checked: UInt64 = 0
             result = try log.append(expectHead: expectHead) { add in
                 // Parsing and validating (JSON, canonical form) run on a second core while
                 // this thread checks, hashes, writes and folds.
@@ -97,11 +96,7 @@ extension Commands {
                     if !chunk.isEmpty { try emit(chunk) }
                 }, consume: { chunk in
                     for (location, prepared) in chunk { try add(location, prepared) }
-                    let before = checked
-                    checked += UInt64(chunk.count)
-                    if checked / EventLog.progressStep > before / EventLog.progressStep {
-                        progress?.show(checked - checked % EventLog.progressStep)
-                    }
+                    progress?.count(chunk.count, step: EventLog.progressStep)
                 })
             }
         } catch {

@@ -110,6 +110,7 @@ final class ProgressLine {
     private let sink: OutputSink
     private let text: (UInt64) -> String
     private var drawn = false
+    private var counted: UInt64 = 0
 
     init?(sink: OutputSink, text: @escaping (UInt64) -> String) {
         guard sink.isTerminal else { return nil }
@@ -120,6 +121,13 @@ final class ProgressLine {
     func show(_ count: UInt64) {
         sink.write("\r" + text(count))
         drawn = true
+    }
+
+    /// Counts `added` more, and shows the count each time it passes a multiple of `step`.
+    func count(_ added: Int, step: UInt64) {
+        let before = counted
+        counted += UInt64(added)
+        if counted / step > before / step { show(counted - counted % step) }
     }
 
     func finish() {

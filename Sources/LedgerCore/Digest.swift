@@ -14,26 +14,33 @@ public enum Digest {
     }
 
     public static func sha256(parts: [[UInt8]]) -> [UInt8] {
-        var context = SHA256_CTX()
-        SHA256_Init(&context)
-        for part in parts {
-            part.withUnsafeBufferPointer { buffer in
-                _ = SHA256_Update(&context, buffer.baseAddress, buffer.count)
+        var out = [UInt8](repeating: 0, count: byteCount)
+        out.withUnsafeMutableBytes { digest in
+            sha256(into: digest) { update in
+                for part in parts { part.withUnsafeBytes(update) }
             }
         }
-        var out = [UInt8](repeating: 0, count: byteCount)
-        SHA256_Final(&out, &context)
         return out
     }
 
     /// SHA-256 of the concatenation of byte ranges read in place.
     public static func sha256(buffers: [UnsafeRawBufferPointer]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: byteCount)
+        out.withUnsafeMutableBytes { digest in
+            sha256(into: digest) { update in buffers.forEach(update) }
+        }
+        return out
+    }
+
+    /// The one place the ledger hashes: `feed` hands every range to hash to the function it is
+    /// given, in order, and the 32-byte digest is written to `digest`.
+    static func sha256(into digest: UnsafeMutableRawBufferPointer,
+                       _ feed: ((UnsafeRawBufferPointer) -> Void) -> Void) {
+        precondition(digest.count >= byteCount)
         var context = SHA256_CTX()
         SHA256_Init(&context)
-        for buffer in buffers { _ = SHA256_Update(&context, buffer.baseAddress, buffer.count) }
-        var out = [UInt8](repeating: 0, count: byteCount)
-        SHA256_Final(&out, &context)
-        return out
+        feed { _ = SHA256_Update(&context, $0.baseAddress, $0.count) }
+        SHA256_Final(digest.baseAddress!.assumingMemoryBound(to: UInt8.self), &context)
     }
 
     /// Fills `count` bytes from OpenSSL's CSPRNG (`RAND_bytes`, seeded by the operating system).
@@ -74,12 +81,11 @@ extension UUID {
 
     /// The first 16 bytes of the SHA-256 of `name`, in place (no array per id).
     private static func digestPrefix(_ name: [UInt8]) -> uuid_t {
-        var context = SHA256_CTX()
-        SHA256_Init(&context)
-        name.withUnsafeBufferPointer { _ = SHA256_Update(&context, $0.baseAddress, $0.count) }
         let zero: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var digest: (uuid_t, uuid_t) = (zero, zero)  // 32 bytes: the whole digest
-        withUnsafeMutableBytes(of: &digest) { _ = SHA256_Final($0.baseAddress!.assumingMemoryBound(to: UInt8.self), &context) }
+        withUnsafeMutableBytes(of: &digest) { out in
+            Digest.sha256(into: out) { update in name.withUnsafeBytes(update) }
+        }
         return digest.0
     }
 

@@ -214,10 +214,7 @@ public struct AppleHealthConverter: Sendable {
         var text = text
         let converted = text.withUTF8 { bytes -> String? in
             guard let layout = layout(of: bytes) else { return nil }
-            return String(unsafeUninitializedCapacity: layout.count) { out in
-                for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
-                return layout.count
-            }
+            return String(unsafeUninitializedCapacity: layout.count) { rewrite(bytes, as: layout, into: $0) }
         }
         if let converted { return converted }
         if (try? Timestamp.parseRFC3339(text)) != nil { return text }
@@ -231,10 +228,17 @@ public struct AppleHealthConverter: Sendable {
         return text.withUTF8 { bytes -> Timestamp? in
             guard let layout = layout(of: bytes) else { return nil }
             return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
-                for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
-                return try? Timestamp.parseRFC3339(utf8: UnsafeBufferPointer(out)).0
+                let count = rewrite(bytes, as: layout, into: out)
+                return try? Timestamp.parseRFC3339(utf8: UnsafeBufferPointer(rebasing: out[..<count])).0
             }
         }
+    }
+
+    /// Writes `bytes` rearranged by `layout` (its RFC 3339 text) to `out`; returns the count.
+    private static func rewrite(_ bytes: UnsafeBufferPointer<UInt8>, as layout: [Int],
+                                into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        for (index, source) in layout.enumerated() { out[index] = source < 0 ? UInt8(-source) : bytes[source] }
+        return layout.count
     }
 
     /// Which layout an export date has: `currentLayout` or `legacyLayout`; nil for neither.

@@ -238,8 +238,17 @@ public final class HealthExportReader {
     /// an export's DTD is dropped, and entity substitution stays off so no file can turn it
     /// on). A raw `&` cannot appear in XML text, so every `&#38;` here stands for one `&`.
     private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> String {
-        guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return "" }
-        let bytes = UnsafeBufferPointer(start: start, count: end - start)
+        HealthExportReader.decoded(HealthExportReader.bytes(attributes, index))
+    }
+
+    /// The `index`-th attribute's value as libxml2 hands it over (empty when it gives none).
+    private static func bytes(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> UnsafeBufferPointer<UInt8> {
+        guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return UnsafeBufferPointer(start: nil, count: 0) }
+        return UnsafeBufferPointer(start: start, count: end - start)
+    }
+
+    /// An attribute value's text, each `&#38;` read as `&` (see `string`).
+    private static func decoded(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         guard bytes.contains(UInt8(ascii: "&")) else { return String(decoding: bytes, as: UTF8.self) }
         var decoded: [UInt8] = []
         decoded.reserveCapacity(bytes.count)
@@ -261,10 +270,9 @@ public final class HealthExportReader {
     /// `string(attributes, index)`, taken from `recent` when the same bytes came lately.
     private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int,
                         recent: inout RecentStrings) -> String {
-        guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return "" }
-        let bytes = UnsafeBufferPointer(start: start, count: end - start)
+        let bytes = HealthExportReader.bytes(attributes, index)
         if let known = recent.string(for: bytes) { return known }
-        let text = string(attributes, index)
+        let text = HealthExportReader.decoded(bytes)
         recent.remember(bytes, as: text)
         return text
     }

@@ -22,8 +22,8 @@ public final class EventLog: Sendable {
     let samples: Database
     let sync: Database
     let meta: Database
-    /// The projections' state tables (`p.<table>`), written in the same transactions as events.
-    /// The projection state databases, by `StateTable.ordinal`.
+    /// The projections' state tables (`p.<table>`), written in the same transactions as events,
+    /// by `StateTable.ordinal`.
     let stateDatabases: [Database]
     /// Committed projection changes by seq (`EventLog+Changes.swift`).
     let changesDatabase: Database
