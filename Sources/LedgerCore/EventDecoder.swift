@@ -65,6 +65,12 @@ public enum EventDecoder {
 
     /// The id of a sample sent without one: a hash of user, type, start, end, value, unit and
     /// source name, so re-sending the same sample is a duplicate, not a second sample.
+    ///
+    /// A sample with a `syncId` also hashes its `syncId` and `syncVersion`: versions of one
+    /// record may share every other field (a version 3 that restores version 1's value), and
+    /// two records of one source may too, yet each is its own event. Without them, version 3
+    /// would get version 1's id and be refused as a conflict. Samples without a `syncId` keep
+    /// the ids they always had.
     public static func derivedID(for sample: Sample) -> UUID {
         var name: [UInt8] = Array("ledger.sample.v1".utf8)
         func add(_ text: String) {
@@ -80,6 +86,11 @@ public enum EventDecoder {
         add(String(decoding: number, as: UTF8.self))
         add(sample.unit)
         add(sample.source.name)
+        if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
+            add("sync")
+            add(syncId)
+            add(String(syncVersion))
+        }
         return UUID.derived(from: name)
     }
 
@@ -343,7 +354,7 @@ public enum EventDecoder {
     static func zoneName(_ object: [String: JSONValue], _ field: String) throws(FieldError) -> String? {
         guard let text = try string(object, field, limit: 64) else { return nil }
         guard Zone.isValid(text) else {
-            throw FieldError(field, "unknown time zone '\(clip(text))' (expected an IANA name like Europe/Paris, or ±HH:MM)")
+            throw FieldError(field, "'\(field)' is an unknown time zone: '\(clip(text))' (expected an IANA name like Europe/Paris, or ±HH:MM)")
         }
         return text
     }

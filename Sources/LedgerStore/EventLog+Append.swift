@@ -199,8 +199,11 @@ extension EventLog {
                     } ?? false
                 }
                 guard same else {
-                    throw InputError(location: location, field: "id",
-                                     message: "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")
+                    // The server answers 409 to the first (a conflict with the log), 400 to the
+                    // second (the batch contradicts itself).
+                    throw InputError(location: location, field: "id", message: existingSeq > head.seq
+                        ? "id \(event.id.lowercased) is given twice in this batch with different content; nothing was written"
+                        : "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")
                 }
                 result.duplicates += 1
                 result.outcomes.append(.duplicate(existingSeq))

@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import LedgerTestSupport
+import Projections
 import Synchronization
 import Testing
 @testable import LedgerStore
@@ -201,6 +202,46 @@ struct EventLogTests {
             let v1ID = try #require(try batch(v1).first?.1.id.lowercased)
             let retract = "{\"kind\":\"correction\",\"target\":\"\(v1ID)\",\"action\":\"retract\",\"reason\":\"x\"}"
             #expect(throws: InputError.self) { try log.append(try batch(retract)) }
+        }
+    }
+
+    @Test("a sync version may restore an earlier version's content, and records may share content")
+    func syncVersionsWithEqualContent() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            // No ids: each gets one derived from its content, its syncId and its syncVersion.
+            for (value, version) in [(100.0, 1), (200, 2), (100, 3)] {
+                let result = try log.append(try batch(sampleLine(value: value, syncId: "walk-1", syncVersion: version)))
+                #expect(result.appended == 1, "version \(version)")
+            }
+            let daily = try log.rows(.daily, filter: RowFilter(user: "default"))
+            #expect(daily.map { $0.values["value"]?.numberValue } == [100])
+            // Re-sending a version is still a duplicate: its id is the same.
+            let again = try log.append(try batch(sampleLine(value: 100, syncId: "walk-1", syncVersion: 3)))
+            #expect(again.duplicates == 1)
+            #expect(again.appended == 0)
+            // Two records of one source with the same content are two samples.
+            let twins = sampleLine(value: 5, start: "2026-11-29T10:00:00Z", end: "2026-11-29T10:01:00Z", syncId: "a", syncVersion: 1)
+                + "\n" + sampleLine(value: 5, start: "2026-11-29T10:00:00Z", end: "2026-11-29T10:01:00Z", syncId: "b", syncVersion: 1)
+            #expect(try log.append(try batch(twins)).appended == 2)
+            // Without a syncId, the derived id is what it always was: ImportTests pins one.
+        }
+    }
+
+    @Test("an id given twice in one batch with different content names the batch, not the log")
+    func conflictInsideBatch() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let id = "0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c"
+            let twice = sampleLine(id: id, value: 1) + "\n" + sampleLine(id: id, value: 2)
+            #expect {
+                try log.append(try batch(twice))
+            } throws: { error in
+                let input = error as? InputError
+                return input?.location == .line(2) && input?.field == "id"
+                    && input?.message == "id \(id) is given twice in this batch with different content; nothing was written"
+            }
+            #expect(try log.head().seq == 0)
         }
     }
 
