@@ -52,6 +52,7 @@ extension Commands {
         } catch let error as ImportError {
             throw CLIError.runtime(error.description)
         }
+        let existed = FileManager.default.fileExists(atPath: context.databasePath(arguments))
         let log = try context.openLog(arguments, create: true)
         // An export's records take about twice their XML in the ledger. (`reserve` caps what
         // it takes; a zip's stated size is the archive's word, so multiply without trapping.)
@@ -106,12 +107,21 @@ extension Commands {
                 summary.committedRecords = summary.read
                 progress.update(records: summary.read, bytes: chunk.progress)
             })
-        } catch let error as ImportError {
+        } catch {
             progress.finish()
-            throw CLIError.data("\(error.description); \(summary.committedNote)")
-        } catch let error as InputError {
-            progress.finish()
-            throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+            // A ledger this import created and never committed to is removed, as `append`
+            // removes one: a refused file leaves nothing behind.
+            if !existed, summary.appended == 0 {
+                try? FileManager.default.removeItem(atPath: context.databasePath(arguments))
+            }
+            switch error {
+            case let error as ImportError:
+                throw CLIError.data("\(error.description(in: path)); \(summary.committedNote)")
+            case let error as InputError:
+                throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+            default:
+                throw error
+            }
         }
         progress.finish()
         context.stdout.write(summary.text(head: try log.head().seq))
@@ -132,7 +142,8 @@ struct ImportSummary {
     var committedRecords = 0
 
     var committedNote: String {
-        "the \(committedRecords) records before the last committed batch are in the ledger; fix the file and re-run to finish (what is already imported counts as duplicates)"
+        if committedRecords == 0 { return "nothing was imported; fix the file and re-run" }
+        return "the \(committedRecords) records before the last committed batch are in the ledger; fix the file and re-run to finish (what is already imported counts as duplicates)"
     }
 
     func text(head: UInt64) -> String {

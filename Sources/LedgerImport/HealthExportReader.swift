@@ -313,6 +313,13 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A record of a kept type that does not make a valid sample.
     case invalidRecord(line: Int, message: String)
 
+    /// `description`, naming `path` where the error does not name its file itself (a record's
+    /// error comes from the converter, which does not know the file).
+    public func description(in path: String) -> String {
+        guard case .invalidRecord(let line, let message) = self else { return description }
+        return ImportError.malformed(path: path, line: line, message: message).description
+    }
+
     /// One line: control characters in a file name or a quoted value (`&#10;` in an
     /// attribute) are shown as `?`.
     public var description: String {

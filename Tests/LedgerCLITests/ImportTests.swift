@@ -220,6 +220,30 @@ struct ImportTests {
         }
     }
 
+    @Test("a record that makes no valid sample names the file and line; a ledger the import made is removed")
+    func invalidRecordNamesFile() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            let path = folder.appendingPathComponent("export.xml").path
+            try """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:01:00 +0200" value="-5"/>
+            </HealthData>
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let refused = ledger(["import", "apple-health", path], db: db)
+            #expect(refused.status == 65)
+            #expect(refused.stderr == "Error: \(path) line 3: 'value' must not be negative, got -5; nothing was imported; fix the file and re-run\n")
+            #expect(!FileManager.default.fileExists(atPath: db), "the ledger this import created is removed")
+            // Into an existing ledger: it stays, unchanged.
+            #expect(ledger(["init"], db: db).status == 0)
+            let again = ledger(["import", "apple-health", path], db: db)
+            #expect(again.status == 65)
+            #expect(FileManager.default.fileExists(atPath: db))
+            #expect(try EventLog(path: db, create: false).head().seq == 0)
+        }
+    }
+
     /// Makes `db` look like a ledger from before the `importIds` setting: format 2, no setting.
     func makeFormat2WithoutImportIDs(_ db: String) throws -> (Environment, Database) {
         let environment = try Environment(path: db)
@@ -387,7 +411,7 @@ struct ImportTests {
             """.write(toFile: path, atomically: true, encoding: .utf8)
             let bad = ledger(["import", "apple-health", path], db: db)
             #expect(bad.status == 65)
-            #expect(bad.stderr.hasPrefix("Error: line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
+            #expect(bad.stderr.hasPrefix("Error: \(path) line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
 
             // Values Swift's Double(_:) would read but an export never writes; a value too
             // large for the projections; a sync version that is not a number; a newline in a
@@ -412,12 +436,13 @@ struct ImportTests {
                 try xml.write(toFile: path, atomically: true, encoding: .utf8)
                 let run = ledger(["import", "apple-health", path], db: db)
                 #expect(run.status == 65, "\(xml)")
-                #expect(run.stderr.hasPrefix("Error: line 2: \(message)"), "\(run.stderr)")
+                #expect(run.stderr.hasPrefix("Error: \(path) line 2: \(message)"), "\(run.stderr)")
                 #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
             }
             #expect(ledger(["import", "apple-health", path, "--user", ""], db: db).status == 64)
             #expect(ledger(["import", "apple-health", path, "--batch", "9223372036854775808"], db: db).status == 64)
-            #expect(try EventLog(path: db, create: false).head().seq == 0)
+            // Every refusal left no ledger behind: none existed, and none was committed to.
+            #expect(!FileManager.default.fileExists(atPath: db))
         }
     }
 
