@@ -20,7 +20,11 @@ public enum LedgerCommandLine {
             return 0
         }
         if first == "--help" || first == "-h" || first == "help" {
-            if first == "help", arguments.count > 1 {
+            // `help --help` and `help -h` ask for this overview too.
+            if first == "help", arguments.count > 1, !["--help", "-h"].contains(arguments[1]) {
+                guard arguments.count == 2 else {
+                    return fail(.usage("'help' takes one command name, got \(arguments.count - 1) arguments", usage: Help.synopsis), context)
+                }
                 guard let command = Commands.named(arguments[1]) else {
                     return fail(.usage("unknown command '\(arguments[1])'\(suggestion(for: arguments[1], among: Commands.all.map(\.name)))", usage: Help.synopsis), context)
                 }
@@ -31,6 +35,9 @@ public enum LedgerCommandLine {
             return 0
         }
         if first == "--version" || first == "version" {
+            guard arguments.count == 1 else {
+                return fail(.usage("'\(first)' takes no arguments, got '\(arguments[1])'", usage: Help.synopsis), context)
+            }
             stdout.write("ledger \(version)\n")
             return 0
         }

@@ -117,7 +117,9 @@ public enum EventInput {
             return (parses, end)
         }
         let firstLine = parsesAlone(from: first)
-        if firstLine.parses || firstLine.end == bytes.count { return .lines }
+        // One line and nothing after it but blanks is NDJSON too, so that a truncated last
+        // line is named as line 1, not as the line after its newline.
+        if firstLine.parses || !bytes[firstLine.end...].contains(where: { !isSpace($0) }) { return .lines }
         if let second = bytes[firstLine.end...].firstIndex(where: { !isSpace($0) }), parsesAlone(from: second).parses {
             return .lines
         }

@@ -55,13 +55,36 @@ public enum JSONValue: Sendable, Equatable {
             if bytes.isEmpty {
                 throw SyntaxError(message: "empty input", line: 1, column: 1)
             }
+            // Jansson stops at a NUL byte and calls it "end of file" or an "invalid token":
+            // name the byte instead.
+            if let nul = bytes.firstIndex(of: 0), nul <= Int(error.position) {
+                let lineStart = bytes[..<nul].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
+                throw SyntaxError(message: "a raw NUL byte (inside a string, write \\u0000)",
+                                  line: bytes[..<nul].count(where: { $0 == 0x0A }) + 1, column: nul - lineStart + 1)
+            }
             let text = withUnsafeBytes(of: &error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
             let premature = ledger_json_error_code(&error) == Int32(json_error_premature_end_of_input.rawValue)
-            throw SyntaxError(message: text, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
+            throw SyntaxError(message: visible(text), line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
         return root
+    }
+
+    /// `text` with characters that print as nothing (controls, a byte order mark, other
+    /// format characters) written as `\u{…}`: Jansson quotes the bytes near an error, and
+    /// `near ''` says nothing.
+    static func visible(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate, .privateUse:
+                out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default:
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     /// Parses one JSON document held in `bytes`.

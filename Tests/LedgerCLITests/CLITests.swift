@@ -54,6 +54,11 @@ struct BadInputTests {
         ("empty input", "", "no events in input"),
         ("blank lines only", "\n  \n\n", "no events in input"),
         ("truncated last line", goodSample + "\n" + String(goodSample.dropLast(30)), "line 2: malformed JSON"),
+        ("truncated only line, then a newline", String(goodSample.dropLast(30)) + "\n", "line 1: malformed JSON"),
+        ("unknown zone", #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone","zone":"Mars/Olympus"}"#, "line 1: 'zone' is an unknown time zone: 'Mars/Olympus'"),
+        ("NUL byte after a line", goodSample + "\n\u{0}", "line 2: malformed JSON: a raw NUL byte (inside a string, write \\u0000) (column 1)"),
+        ("NUL byte after a value", goodSample + "\n{\"a\":1}\u{0}", "line 2: malformed JSON: a raw NUL byte (inside a string, write \\u0000) (column 8)"),
+        ("byte order mark inside", goodSample + "\n\u{FEFF}" + goodSample, "line 2: malformed JSON: invalid token near '\\u{FEFF}' (column 1)"),
         ("array element", "[" + goodSample + ",{\"kind\":\"grant\",\"client\":\"c\"}]", "index 1: a grant must name at least one type"),
         ("not an object", "[1]", "index 0: expected a JSON object, got a number"),
         ("duplicate key", #"{"kind":"sample","kind":"grant"}"#, "line 1: malformed JSON"),
@@ -321,7 +326,7 @@ struct HelpTests {
 
     @Test("help, --help and --version print to stdout and exit 0")
     func help() {
-        for arguments in [["help"], ["--help"], ["-h"], []] {
+        for arguments in [["help"], ["--help"], ["-h"], [], ["help", "--help"], ["help", "-h"]] {
             let run = ledger(arguments)
             #expect(run.status == 0)
             #expect(run.stdout.hasPrefix("OVERVIEW: An event-sourced activity ledger"))
@@ -329,6 +334,11 @@ struct HelpTests {
             #expect(run.stderr.isEmpty)
         }
         #expect(ledger(["--version"]).stdout == "ledger \(LedgerCommandLine.version)\n")
+        // Anything after them is a mistake, not something to ignore.
+        let extra = ledger(["--version", "extra"])
+        #expect(extra.status == 64)
+        #expect(extra.stderr.hasPrefix("Error: '--version' takes no arguments, got 'extra'\n"))
+        #expect(ledger(["help", "append", "log"]).status == 64)
     }
 
     @Test("append --help (golden)")
