@@ -215,6 +215,10 @@ public final class HTTPServer: @unchecked Sendable {
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
         let name = parts.count == 3 ? parts[2] : ""
+        if let accepted = HTTPServer.queryArguments[route], let unknown = unknownArgument(connection, accepted: accepted) {
+            let expected = accepted.isEmpty ? "it takes none" : "expected \(accepted.joined(separator: ", "))"
+            return queue(.error(400, "unknown query argument '\(unknown)' on /\(route.replacingOccurrences(of: "*", with: name)) (\(expected))"), on: connection)
+        }
         switch (method, route) {
         case ("POST", "v1/events"):
             if request.bodyTooLarge { return queue(.error(413, "the body is larger than 64 MiB"), on: connection) }
@@ -234,6 +238,10 @@ public final class HTTPServer: @unchecked Sendable {
             let head = (try? log.head().seq) ?? 0
             return queue(.json(200, .object(["status": .string("ok"), "head": .int(Int64(head))])), on: connection)
         case ("GET", "metrics"):
+            // Counts across every user (appends, rejects, the head): not any one user's to grant.
+            if let client, !client.admin {
+                return queue(.error(403, "metrics are for admin clients"), on: connection)
+            }
             return queue(metricsResponse(), on: connection)
         case (_, "v1/events"), (_, "v1/projections/*"), (_, "v1/replay/*"), (_, "v1/subscribe/*"), (_, "v1/health"), (_, "metrics"):
             return queue(.error(405, "\(method) is not allowed on \(path)"), on: connection)
@@ -379,7 +387,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let (dateText, toText, toSeqText) = (argument("date"), argument("to"), argument("to_seq"))
         var today = false
+        // In a replay `to` is the replay point, and `to_date` the last day (as `--to-date`).
         for (parameter, text, keyPath) in [("from", argument("from"), \RowFilter.from), ("to", toText, \RowFilter.to),
+                                           ("to_date", replay ? argument("to_date") : nil, \RowFilter.to),
                                            ("date", dateText, \RowFilter.from)] {
             guard let text, !(replay && parameter == "to") else { continue }
             if parameter == "date", text == "today" {
@@ -599,6 +609,37 @@ public final class HTTPServer: @unchecked Sendable {
             return .YES
         }, context)
         return found.problem.map { .error(400, $0) }
+    }
+
+    /// The query arguments each route reads. Any other is refused with a 400 rather than
+    /// ignored: `?form=5` for `?from=5` would otherwise quietly return everything.
+    static let queryArguments: [String: [String]] = [
+        "v1/events": ["from", "limit"],
+        "v1/projections/*": ["user", "type", "from", "to", "date", "fallback"],
+        "v1/replay/*": ["user", "type", "from", "to", "to_seq", "to_date", "date", "fallback"],
+        "v1/subscribe/*": ["user", "type", "from"],
+        "v1/health": [],
+        "metrics": [],
+    ]
+
+    /// The first query argument of the request not in `accepted` (names compare ignoring
+    /// ASCII case, as libmicrohttpd's lookups do).
+    private func unknownArgument(_ connection: OpaquePointer, accepted: [String]) -> String? {
+        final class Found {
+            var accepted: Set<[UInt8]> = []
+            var unknown: String?
+        }
+        let found = Found()
+        found.accepted = Set(accepted.map { Array($0.utf8) })
+        let context = Unmanaged.passUnretained(found).toOpaque()
+        _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, _, _ in
+            let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
+            let name = cBytes(key, keySize)
+            guard !name.isEmpty, !found.accepted.contains(asciiLowercased(name)) else { return .YES }
+            found.unknown = String(decoding: name, as: UTF8.self)
+            return .NO
+        }, context)
+        return found.unknown
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {

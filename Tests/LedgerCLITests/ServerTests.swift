@@ -95,6 +95,31 @@ struct ServerTests {
         }
     }
 
+    @Test("an unknown query argument is a 400 naming it; replay's to_date is its last day, as --to-date")
+    func queryArguments() throws {
+        try withServer { f in
+            #expect(try f.post(step(minute: 1, value: 70)).status == 200)  // ann, 2026-11-29
+            #expect(try f.post(step(minute: 1, value: 30).replacingOccurrences(of: "2026-11-29", with: "2026-11-30")).status == 200)
+            func get(_ path: String) throws -> HTTPResponse { try http("GET", port: f.port, path: path, headers: f.auth) }
+            let typo = try get("/v1/projections/daily?user=ann&form=2026-11-30")
+            #expect(typo.status == 400)
+            #expect(typo.body.contains("unknown query argument 'form' on /v1/projections/daily (expected user, type, from, to, date, fallback)"), "\(typo.body)")
+            #expect(try get("/v1/health?verbose=1").status == 400)
+            #expect(try get("/v1/events?user=ann").status == 400)
+            #expect(try get("/v1/subscribe/daily?to=5").status == 400)
+            #expect(try get("/v1/projections/daily?to_date=2026-11-29").status == 400, "to_date belongs to replay")
+            // Names compare ignoring case, as libmicrohttpd's lookups do.
+            #expect(try get("/v1/projections/daily?USER=ann").status == 200)
+            // to_date bounds the days of a replay, as `replay --to-date` does, with the same bytes.
+            let replayed = try get("/v1/replay/daily?to_seq=2&to_date=2026-11-29")
+            #expect(replayed.status == 200)
+            #expect(replayed.body.contains("2026-11-29") && !replayed.body.contains("2026-11-30"), "\(replayed.body)")
+            let cli = try runProcess(f.binary, ["replay", "--to-seq", "2", "--projection", "daily", "--to-date", "2026-11-29",
+                                                "--format", "json", "--db", f.db])
+            #expect(replayed.body == cli.stdout, "\(replayed.body)\n\(cli.stdout)")
+        }
+    }
+
     @Test("two Content-Length headers, a repeated query argument or a %00 in one: 400, nothing written")
     func ambiguousRequests() throws {
         try withServer { server in
@@ -280,6 +305,7 @@ struct ServerTests {
             #expect(try http("GET", port: f.port, path: "/v1/projections/daily", headers: coachAuth).status == 403)
             #expect(try f.post(step(minute: 0), token: coach).status == 403)
             #expect(try http("GET", port: f.port, path: "/v1/events", headers: coachAuth).status == 403)
+            #expect(try http("GET", port: f.port, path: "/metrics", headers: coachAuth).status == 403)
             // ann grants read and share on steps.
             #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":["steps"]}"#).status == 200)
             #expect(try f.post(step(minute: 0), token: coach).status == 200)
@@ -322,6 +348,12 @@ struct ServerTests {
             let withID = step(minute: 5).replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(id)\",\"kind\"")
             #expect(try f.post(withID).status == 200)
             #expect(try f.post(withID.replacingOccurrences(of: "\"value\":100", with: "\"value\":101")).status == 409)
+            // The same id twice in one body with different content: the body contradicts itself, 400.
+            let otherID = "3e1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d12"
+            let twice = step(minute: 7).replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(otherID)\",\"kind\"")
+            let contradiction = try f.post(twice + "\n" + twice.replacingOccurrences(of: "\"value\":100", with: "\"value\":101"))
+            #expect(contradiction.status == 400)
+            #expect(contradiction.body.contains("given twice in this batch") && contradiction.body.contains(#""line":2"#), "\(contradiction.body)")
             #expect(try f.post(step(minute: 6), headers: ["If-Match": "1"]).status == 409)
             let current = try #require(try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]?.numberValue)
             #expect(try f.post(step(minute: 6), headers: ["If-Match": "\(Int(current))"]).status == 200)
