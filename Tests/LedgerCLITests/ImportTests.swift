@@ -516,6 +516,9 @@ struct ExportDateTests {
         let sample = #"{"kind":"sample","user":"ann","type":"steps","value":12,"unit":"count","start":"2024-03-01T10:00:00+01:00","end":"2024-03-01T10:05:00+01:00","source":"Ann's iPhone"}"#
         let event = try EventDecoder.decode(try JSONValue.parse(Array(sample.utf8)))
         #expect(event.id.lowercased == "35e84115-3fcf-85b0-9b63-70098c1ff2f1")
+        // One with a syncId also hashes its syncId and syncVersion (since 2026-11-30).
+        let synced = String(sample.dropLast()) + #","syncId":"w-1","syncVersion":2}"#
+        #expect(try EventDecoder.decode(try JSONValue.parse(Array(synced.utf8))).id.lowercased == "a1e05813-21c0-8aab-80e5-67229268445f")
     }
 
     @Test("appendDecimal writes String(value)'s bytes")
