@@ -570,6 +570,16 @@ public final class HTTPServer: @unchecked Sendable {
         if let spaced = found.spaced {
             return .error(400, "header name '\(spaced)' has white space before its colon")
         }
+        // libmicrohttpd 0.9.75 appends a folded continuation line (obs-fold, RFC 9112 §5.2) to
+        // the header's name: `If-Match: 1` + ` x` arrives as a header `If-Matchx`, and the
+        // check it carried would silently vanish. Names that extend one the server reads are
+        // refused. (A NUL in a header value cannot be refused here: libmicrohttpd ends the
+        // value at it before the server sees it.)
+        for name in found.headers.keys {
+            if let read = HTTPServer.readHeaders.first(where: { name.starts(with: $0) && name.count > $0.count }) {
+                return .error(400, "header '\(String(decoding: name, as: UTF8.self))' extends '\(String(decoding: read, as: UTF8.self))': folded onto a second line, or misspelled; send each header on one line")
+            }
+        }
         func rawValues(_ name: String) -> [String] {
             (found.headers[Array(name.utf8)] ?? []).map { String(decoding: $0, as: UTF8.self) }
         }
@@ -610,6 +620,10 @@ public final class HTTPServer: @unchecked Sendable {
         }, context)
         return found.problem.map { .error(400, $0) }
     }
+
+    /// The request headers the server reads, lower-cased.
+    static let readHeaders: [[UInt8]] = ["authorization", "if-match", "last-event-id", "content-length", "transfer-encoding"]
+        .map { Array($0.utf8) }
 
     /// The query arguments each route reads. Any other is refused with a 400 rather than
     /// ignored: `?form=5` for `?from=5` would otherwise quietly return everything.

@@ -151,7 +151,7 @@ struct ServerTests {
         }
     }
 
-    @Test("smuggling shapes are refused before the body is read: TE with CL, white space before a colon, repeated auth; 501, 413")
+    @Test("smuggling shapes are refused before the body is read: TE with CL, white space before a colon, repeated auth, folded headers; 501, 413")
     func framingRefusals() throws {
         try withServer { server in
             let body = step(minute: 2)
@@ -174,6 +174,12 @@ struct ServerTests {
                  501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'"),
                 ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)Content-Length: 1099511627776\r\n\r\n",
                  413, "the body is larger than 64 MiB"),
+                // Folded (obs-fold): libmicrohttpd would file it under the name "If-Match0", and
+                // the head check it asks for would be skipped.
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)If-Match:\r\n 0\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)",
+                 400, "header 'if-match0' extends 'if-match': folded onto a second line, or misspelled"),
+                ("POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)If-Match: 0\r\n\tx\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)",
+                 400, "header 'if-matchx' extends 'if-match'"),
             ]
             for (request, status, message) in cases {
                 let response = try http(raw: Array(request.utf8), port: server.port, timeout: 10)
