@@ -355,12 +355,19 @@ extension EventLog {
     /// Throws `LedgerError.projectionMismatch` naming the first differing row.
     public func verifyProjections() throws -> Int {
         try ensureProjectionsCurrent()
-        let head = try self.head().seq
         let compared: [ProjectionName] = ProjectionName.allCases
+        // The stored rows and the head they are current at come from one snapshot: read in
+        // separate transactions, an append committed in between made them differ from the
+        // replay, and `verify` failed on a sound ledger.
+        let (head, stored) = try environment.read { txn -> (UInt64, [[Row]]) in
+            let query = ProjectionQuery(store: stateStore(txn))
+            var stored: [[Row]] = []
+            for projection in compared { stored.append(try query.rows(projection, filter: RowFilter())) }
+            return (try self.head(in: txn).seq, stored)
+        }
         return try withReplay(to: .seq(head)) { _, fresh in
             var rowsCompared = 0
-            for projection in compared {
-                let live = try rows(projection, filter: RowFilter())
+            for (projection, live) in zip(compared, stored) {
                 let expected = try fresh.rows(projection, filter: RowFilter())
                 for (index, row) in expected.enumerated() {
                     // By their bytes: `Row`'s `==` compares strings by canonical equivalence.

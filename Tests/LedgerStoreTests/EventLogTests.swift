@@ -455,6 +455,40 @@ struct EventLogTests {
         }
     }
 
+    @Test("verifyProjections passes while another thread appends")
+    func verifyDuringAppends() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 500)))
+            let stop = Atomic<Bool>(false)
+            let appended = Atomic<Int>(0)
+            let finished = DispatchSemaphore(value: 0)
+            let writer = Thread {
+                defer { finished.signal() }
+                var day = 0
+                while !stop.load(ordering: .relaxed), day < 300 {
+                    day += 1  // one sample a day, so each replay stays short however many are appended
+                    let start = Timestamp(microseconds: 1_800_000_000_000_000 + Int64(day) * 86_400_000_000)
+                    let end = Timestamp(microseconds: start.microseconds + 600_000_000)
+                    let line = sampleLine(value: 3, start: start.rfc3339, end: end.rfc3339)
+                    if (try? log.append(try batch(line))) != nil { appended.add(1, ordering: .relaxed) }
+                }
+            }
+            writer.start()
+            defer {
+                stop.store(true, ordering: .relaxed)
+                finished.wait()
+            }
+            // Each check replays to the head it read with the stored rows, whatever commits after.
+            var checks = 0
+            while appended.load(ordering: .relaxed) < 300, checks < 1_000 {
+                #expect(throws: Never.self) { _ = try log.verifyProjections() }
+                checks += 1
+            }
+            #expect(checks >= 5, "verify ran while the writer appended")
+        }
+    }
+
     @Test("one append of more than 65,536 events ends a batch every 65,536: changes at each end, rebuild reproduces them")
     func longAppendEndsBatches() throws {
         try withTemporaryLedger { path in
