@@ -124,9 +124,16 @@ public final class MemoryStateStore: StateStore {
                 all = values.keys.sorted()
             }
             let start = all.lowerBound(of: ByteKey(prefix))
-            var end = start
-            while end < all.count, all[end].bytes.starts(with: prefix) { end += 1 }
-            return all[start..<end]
+            // The keys with the prefix run on from `start`: find their end by bisection, not
+            // by walking them. A fold scans a user's days backwards after every batch for
+            // `last-known` and stops at the first; walking all of them first made replaying a
+            // log of single-event batches (as the server writes) quadratic in its days.
+            var (low, high) = (start, all.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if all[middle].bytes.starts(with: prefix) { low = middle + 1 } else { high = middle }
+            }
+            return all[start..<low]
         }
     }
 
