@@ -69,16 +69,19 @@ public enum LedgerCommandLine {
         }
     }
 
+    /// Writes the error's one line. Whatever a message quotes (an argument, a path, a value
+    /// from a file) may hold a newline or run to megabytes: it is made visible and cut here,
+    /// so every error stays one line.
     static func fail(_ error: CLIError, _ context: CommandContext) -> Int32 {
         switch error {
         case .usage(let message, let usage):
-            context.stderr.write("Error: \(message)\nUsage: \(usage)\n")
+            context.stderr.write("Error: \(visibleCharacters(message))\nUsage: \(usage)\n")
             return 64
         case .runtime(let message):
-            context.stderr.write("Error: \(message)\n")
+            context.stderr.write("Error: \(visibleCharacters(message))\n")
             return 1
         case .data(let message):
-            context.stderr.write("Error: \(message)\n")
+            context.stderr.write("Error: \(visibleCharacters(message))\n")
             return 65
         }
     }

@@ -406,7 +406,7 @@ public enum EventDecoder {
     }
 
     /// Keeps error messages to one readable line however long the offending value is.
-    static func clip(_ text: String) -> String {
+    public static func clip(_ text: String) -> String {
         var clean = String(text.unicodeScalars.map { $0.value < 0x20 ? "?" : Character($0) })
         if clean.count > 60 { clean = String(clean.prefix(57)) + "..." }
         return clean

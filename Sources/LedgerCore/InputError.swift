@@ -47,3 +47,23 @@ public struct InputError: Error, Sendable, Equatable, CustomStringConvertible {
         return "\(location): \(message)"
     }
 }
+
+/// `text` with characters that print as nothing or break the line (controls, a byte order
+/// mark, other format characters) written as `\u{…}`, and cut after `limit` characters: what
+/// an error message quotes must show what was there and stay on one line.
+public func visibleCharacters(_ text: String, limit: Int = 4_096) -> String {
+    var out = ""
+    var count = 0
+    for scalar in text.unicodeScalars {
+        count += 1
+        guard count <= limit else { continue }
+        switch scalar.properties.generalCategory {
+        case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate, .privateUse:
+            out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        default:
+            out.unicodeScalars.append(scalar)
+        }
+    }
+    if count > limit { out += "… (\(count - limit) more characters)" }
+    return out
+}

@@ -66,25 +66,9 @@ public enum JSONValue: Sendable, Equatable {
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
             let premature = ledger_json_error_code(&error) == Int32(json_error_premature_end_of_input.rawValue)
-            throw SyntaxError(message: visible(text), line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
+            throw SyntaxError(message: visibleCharacters(text), line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
         return root
-    }
-
-    /// `text` with characters that print as nothing (controls, a byte order mark, other
-    /// format characters) written as `\u{…}`: Jansson quotes the bytes near an error, and
-    /// `near ''` says nothing.
-    static func visible(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar.properties.generalCategory {
-            case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate, .privateUse:
-                out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
-            default:
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
     }
 
     /// Parses one JSON document held in `bytes`.

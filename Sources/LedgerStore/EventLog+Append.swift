@@ -38,7 +38,7 @@ struct SampleState: Equatable {
         case .amend:
             if let unit = correction.unit {
                 guard state.type.factor(from: unit) != nil else {
-                    return ("unit", "unit '\(unit)' does not fit the target's type '\(state.type.rawValue)' (expected \(state.type.acceptedUnits.joined(separator: ", ")))")
+                    return ("unit", "unit '\(EventDecoder.clip(unit))' does not fit the target's type '\(state.type.rawValue)' (expected \(state.type.acceptedUnits.joined(separator: ", ")))")
                 }
                 state.unit = unit
             }

@@ -59,6 +59,7 @@ struct BadInputTests {
         ("NUL byte after a line", goodSample + "\n\u{0}", "line 2: malformed JSON: a raw NUL byte (inside a string, write \\u0000) (column 1)"),
         ("NUL byte after a value", goodSample + "\n{\"a\":1}\u{0}", "line 2: malformed JSON: a raw NUL byte (inside a string, write \\u0000) (column 8)"),
         ("byte order mark inside", goodSample + "\n\u{FEFF}" + goodSample, "line 2: malformed JSON: invalid token near '\\u{FEFF}' (column 1)"),
+        ("amended unit with a newline", #"{"id":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"# + "\n" + #"{"kind":"correction","target":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","action":"amend","unit":"a\nb","reason":"r"}"#, "line 2: unit 'a?b' does not fit the target's type 'steps'"),
         ("array element", "[" + goodSample + ",{\"kind\":\"grant\",\"client\":\"c\"}]", "index 1: a grant must name at least one type"),
         ("not an object", "[1]", "index 0: expected a JSON object, got a number"),
         ("duplicate key", #"{"kind":"sample","kind":"grant"}"#, "line 1: malformed JSON"),
@@ -367,6 +368,18 @@ struct HelpTests {
 
         """)
         #expect(ledger(["help", "append"]).stdout == run.stdout)
+    }
+
+    @Test("an error quoting an argument stays one line, however long or odd the argument")
+    func argumentsInErrors() {
+        let newline = ledger(["log", "--kind", "a\nb"])
+        #expect(newline.status == 64)
+        #expect(newline.stderr.hasPrefix("Error: unknown kind 'a\\u{A}b'"), "\(newline.stderr)")
+        #expect(newline.stderr.split(separator: "\n").count == 2, "the error line and the usage line: \(newline.stderr)")
+        let long = ledger(["log", "--kind", String(repeating: "k", count: 100_000)])
+        #expect(long.status == 64)
+        let first = long.stderr.split(separator: "\n").first ?? ""
+        #expect(first.count < 4_200 && first.hasSuffix("more characters)"), "\(first.count) characters")
     }
 
     @Test("typos get a suggestion and exit 64")
