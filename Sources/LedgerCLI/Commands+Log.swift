@@ -60,7 +60,7 @@ extension Commands {
             expectHead = try parseCount(text, option: "expect-head", usage: arguments.usage)
         }
         let source = arguments.positionals.first ?? "-"
-        let bytes = source == "-" ? try context.stdin.readAll() : try readFile(source)
+        let bytes = source == "-" ? try context.stdin.readAll(limitingLines: true) : try readFile(source, limitingLines: true)
         // Events are parsed, checked, written and folded as a stream inside one write
         // transaction (no list of decoded events; the transaction's pages and the batch's
         // days still grow with the input, README "Decisions"). A batch refused anywhere

@@ -1,4 +1,5 @@
 import Foundation
+import LedgerCore
 import Synchronization
 
 /// Where a command writes: a file descriptor (the real stdout/stderr) or memory (tests).
@@ -60,22 +61,27 @@ public enum InputSource: Sendable {
     case bytes([UInt8])
 
     /// Reads everything. Calls `read(2)` on standard input until end of file.
-    func readAll() throws -> [UInt8] {
+    func readAll(limitingLines: Bool = false) throws -> [UInt8] {
         switch self {
         case .bytes(let bytes):
             return bytes
         case .standardInput:
-            return try readDescriptor(STDIN_FILENO, name: "standard input")
+            return try readDescriptor(STDIN_FILENO, name: "standard input", limitingLines: limitingLines)
         }
     }
 }
 
-func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0) throws -> [UInt8] {
+/// Reads `fd` to its end. With `limitingLines`, input that is not a JSON array (NDJSON or one
+/// object, where no line may pass 1 MiB) stops at the first line past that limit, with the
+/// error the parser would give, instead of being read whole first: `append /dev/zero` ran
+/// until memory was gone.
+func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLines: Bool = false) throws -> [UInt8] {
     var result: [UInt8] = []
     // A file's size is known: one buffer of that size, rather than doublings that briefly hold
     // the input twice.
     result.reserveCapacity(expectedSize)
     var chunk = [UInt8](repeating: 0, count: 1 << 20)
+    var lines = limitingLines ? LineLimit() : nil
     while true {
         let count = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
         if count < 0 {
@@ -83,12 +89,53 @@ func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0) throws -> 
             throw CLIError.runtime("cannot read \(name): \(String(cString: strerror(errno)))")
         }
         if count == 0 { return result }
+        try lines?.check(chunk[0..<count])
         result.append(contentsOf: chunk[0..<count])
     }
 }
 
+/// Follows the lines of input as it is read (see `readDescriptor`).
+struct LineLimit {
+    /// Nil until the first byte that is neither white space nor a byte order mark: `[` (an
+    /// array, whose lines may be long) turns the check off.
+    private var applies: Bool?
+    private var line = 1
+    private var length = 0
+
+    mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) {
+        var index = bytes.startIndex
+        if applies == nil {
+            while index < bytes.endIndex, EventInput.isSpace(bytes[index]) || [0xEF, 0xBB, 0xBF].contains(bytes[index]) {
+                if bytes[index] == 0x0A { line += 1 }
+                index += 1
+            }
+            guard index < bytes.endIndex else { return }
+            applies = bytes[index] != UInt8(ascii: "[")
+        }
+        guard applies == true else { return }
+        while index < bytes.endIndex {
+            guard let newline = bytes[index...].firstIndex(of: 0x0A) else {
+                length += bytes.endIndex - index
+                break
+            }
+            length += newline - index
+            try refuseLong()
+            line += 1
+            length = 0
+            index = newline + 1
+        }
+        try refuseLong()
+    }
+
+    /// A CR before the newline is not counted, as the parser does not count it.
+    private func refuseLong() throws(InputError) {
+        guard length > EventInput.maxLineBytes + 1 else { return }
+        throw InputError(location: .line(line), message: "line is longer than 1 MiB (more than \(EventInput.maxLineBytes) bytes)")
+    }
+}
+
 /// Reads a whole file, with an error that names it.
-func readFile(_ path: String) throws -> [UInt8] {
+func readFile(_ path: String, limitingLines: Bool = false) throws -> [UInt8] {
     let fd = open(path, O_RDONLY)
     guard fd >= 0 else {
         throw CLIError.runtime("cannot open '\(path)': \(String(cString: strerror(errno)))")
@@ -100,7 +147,7 @@ func readFile(_ path: String) throws -> [UInt8] {
         throw CLIError.runtime("'\(path)' is a directory, not a file of events")
     }
     let size = known && (info.st_mode & S_IFMT) == S_IFREG ? Int(info.st_size) + 1 : 0
-    return try readDescriptor(fd, name: "'\(path)'", expectedSize: size)
+    return try readDescriptor(fd, name: "'\(path)'", expectedSize: size, limitingLines: limitingLines)
 }
 
 /// A count redrawn in place on stderr (`\r…`) while a long command works, when stderr is a

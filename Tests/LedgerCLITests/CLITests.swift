@@ -370,6 +370,26 @@ struct HelpTests {
         #expect(ledger(["help", "append"]).stdout == run.stdout)
     }
 
+    @Test("append stops reading at the first line past 1 MiB: /dev/zero is refused, not read forever")
+    func endlessInput() throws {
+        try withTemporaryLedger { db in
+            let zero = ledger(["append", "/dev/zero"], db: db)
+            #expect(zero.status == 65)
+            #expect(zero.stderr == "Error: line 1: line is longer than 1 MiB (more than 1048576 bytes)\n")
+            #expect(!FileManager.default.fileExists(atPath: db))
+            // A long line after short ones is named by its number; an array may have long lines.
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            let path = folder.appendingPathComponent("events.ndjson").path
+            try (goodSample + "\n" + goodSample + "\n" + String(repeating: " ", count: 3 << 20)).write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(ledger(["append", path], db: db).stderr.hasPrefix("Error: line 3: line is longer than 1 MiB"))
+            let array = "[" + String(repeating: goodSample + ",", count: 12_000) + goodSample + "]"
+            try array.write(toFile: path, atomically: true, encoding: .utf8)
+            let long = ledger(["append", path], db: db)
+            #expect(long.status == 0, "\(long.stderr)")
+            #expect(long.stdout.hasPrefix("appended 1, duplicates 12000"), "\(long.stdout)")
+        }
+    }
+
     @Test("an error quoting an argument stays one line, however long or odd the argument")
     func argumentsInErrors() {
         let newline = ledger(["log", "--kind", "a\nb"])
