@@ -83,6 +83,13 @@ public final class EventLog: Sendable {
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
         let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
         let environment = try Environment(path: path, mapSize: initialMap)
+        if let (needed, held) = environment.truncation {
+            throw LedgerError.damaged(path: path, reason: "data.mdb holds \(held) bytes, but its last commit uses \(needed)")
+        }
+        // Another program's environment would otherwise be taken for an empty ledger: the
+        // ledger's databases created in it, and its own records read as events.
+        let catalogue = try environment.catalogue(has: "meta")
+        if catalogue.any, !catalogue.named { throw LedgerError.notALedger(path: path, reason: "it has databases but no 'meta'") }
         let handles = try environment.openDatabases(EventLog.databaseNames)
         self.environment = environment
         self.path = path
@@ -122,6 +129,9 @@ public final class EventLog: Sendable {
                 try txn.put(meta, key, Array(EventLog.layout.utf8))
             }
         case nil:
+            if try environment.read({ txn in try txn.last(events) }) != nil {
+                throw LedgerError.notALedger(path: path, reason: "it has events but no format in 'meta'")
+            }
             try environment.write { txn in
                 if try txn.get(meta, key) == nil {
                     try txn.put(meta, key, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))

@@ -18,6 +18,10 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case diskFull(path: String)
     /// The ledger's directory could not be made.
     case cannotCreate(path: String, reason: String)
+    /// The path holds an LMDB environment that is not a ledger.
+    case notALedger(path: String, reason: String)
+    /// The ledger's file is damaged in a way no command can read past.
+    case damaged(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -26,7 +30,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyInitialized(let path, let zone):
             "a ledger already exists at '\(path)' with default zone \(zone); its zone cannot be changed"
         case .unsupportedFormat(let found):
-            "the ledger's format is \(found), newer than this release reads (1); upgrade ledger"
+            "the ledger's format is \(found), newer than this release reads (1 to 3); upgrade ledger"
         case .headMismatch(let expected, let actual):
             "the log's head is \(actual), not the expected \(expected); nothing was written"
         case .corrupt(let seq, let reason):
@@ -35,6 +39,10 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
         case .cannotCreate(let path, let reason):
             "cannot create a ledger at '\(path)': \(reason)"
+        case .notALedger(let path, let reason):
+            "'\(path)' holds an LMDB environment that is not a ledger (\(reason)); nothing was read or written. Point --db at a ledger directory"
+        case .damaged(let path, let reason):
+            "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup (mdb_copy makes one)"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         }

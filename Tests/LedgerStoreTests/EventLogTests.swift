@@ -455,6 +455,39 @@ struct EventLogTests {
         }
     }
 
+    @Test("a cut-off data.mdb or another program's environment is refused at open, not read")
+    func damagedOrForeign() throws {
+        try withTemporaryLedger { path in
+            do {
+                let log = try EventLog(path: path, create: true)
+                _ = try log.append(try batch(Fixtures.stepsFile(count: 2_000)))
+            }
+            let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+            #expect(truncate(dataFile, 8_192) == 0)
+            #expect {
+                _ = try EventLog(path: path, create: false)
+            } throws: { error in
+                guard case .damaged(_, let reason)? = error as? LedgerError else { return false }
+                return reason.hasPrefix("data.mdb holds 8192 bytes, but its last commit uses ")
+            }
+        }
+        try withTemporaryLedger { path in
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            do {
+                // Another program's environment, with a database that happens to be named `events`.
+                let environment = try Environment(path: path)
+                let events = try #require(try environment.openDatabases(["events"])["events"])
+                try environment.write { try $0.put(events, Array("k1".utf8), Array("x".utf8)) }
+            }
+            #expect {
+                _ = try EventLog(path: path, create: true)
+            } throws: { error in
+                guard case .notALedger(_, let reason)? = error as? LedgerError else { return false }
+                return reason == "it has databases but no 'meta'"
+            }
+        }
+    }
+
     @Test("verifyProjections passes while another thread appends")
     func verifyDuringAppends() throws {
         try withTemporaryLedger { path in

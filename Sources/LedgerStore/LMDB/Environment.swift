@@ -93,6 +93,18 @@ public final class Environment: @unchecked Sendable {
         return opened
     }
 
+    /// Whether the main database (the catalogue of named databases) holds any key, and
+    /// whether it holds `name`. Calls `mdb_dbi_open` with no name first: LMDB sets the main
+    /// database's key order only then, and reading it before any open calls a null comparator.
+    public func catalogue(has name: String) throws -> (any: Bool, named: Bool) {
+        try transaction(readOnly: true, commit: false) { txn in
+            var dbi: MDB_dbi = 0
+            try check(mdb_dbi_open(txn.handle, nil, 0, &dbi), "mdb_dbi_open(main)")
+            let main = Database(dbi: dbi)
+            return (try txn.last(main) != nil, try txn.get(main, Array(name.utf8)) != nil)
+        }
+    }
+
     /// Runs `body` in a read-only transaction. The transaction, and every pointer obtained
     /// through it, is valid only during the closure.
     public func read<R>(_ body: (Transaction) throws -> R) throws -> R {
@@ -222,6 +234,18 @@ public final class Environment: @unchecked Sendable {
                   let address = UnsafeMutableRawPointer(bitPattern: start) else { continue }
             madvise(address, Int(end - start), MADV_DONTNEED)
         }
+    }
+
+    /// The bytes `data.mdb` must hold for the pages the last commit uses, and the bytes it
+    /// holds, when it holds fewer: a cut-off file (a failed copy, a full disk in a copy tool)
+    /// that LMDB would map and then fault on with SIGBUS at the first read past its end.
+    /// Nil when the file is whole.
+    public var truncation: (needed: Int, held: Int)? {
+        var status = stat()
+        let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+        guard stat(dataFile, &status) == 0 else { return nil }
+        let needed = (info.lastPage + 1) * pageSize
+        return Int(status.st_size) < needed ? (needed, Int(status.st_size)) : nil
     }
 
     /// The page size (`mdb_env_stat`).
