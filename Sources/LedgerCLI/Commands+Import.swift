@@ -50,6 +50,7 @@ extension Commands {
         do {
             reader = try HealthExportReader(path: path)
         } catch let error as ImportError {
+            if case .unusableArchive = error { throw CLIError.data(error.description) }
             throw CLIError.runtime(error.description)
         }
         let existed = FileManager.default.fileExists(atPath: context.databasePath(arguments))

@@ -54,7 +54,7 @@ final class ExportStream {
             var code: Int32 = 0
             let zip = try LibZip.load(for: path)
             guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
-                throw ImportError.cannotOpen(path: path, reason: "not a readable zip archive (libzip error \(code))")
+                throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (libzip error \(code))")
             }
             var index: Int64 = -1
             for candidate in 0..<zip.getNumEntries(archive, 0) {
@@ -67,14 +67,14 @@ final class ExportStream {
             }
             guard index >= 0 else {
                 zip.close(archive)
-                throw ImportError.cannotOpen(path: path, reason: "the archive holds no export.xml")
+                throw ImportError.unusableArchive(path: path, reason: "the archive holds no export.xml")
             }
             var stat = zip_stat_t()
             zip.statInit(&stat)
             zip.statIndex(archive, UInt64(index), 0, &stat)
             guard let file = zip.fopenIndex(archive, UInt64(index), 0) else {
                 zip.close(archive)
-                throw ImportError.cannotOpen(path: path, reason: "cannot read export.xml inside the archive")
+                throw ImportError.unusableArchive(path: path, reason: "export.xml inside it cannot be read (encrypted, or compressed with a method libzip lacks)")
             }
             source = .zip(zip, archive: archive, file: file)
             totalBytes = Int64(stat.size)

@@ -308,6 +308,8 @@ struct RecentStrings {
 /// Why an import stopped.
 public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotOpen(path: String, reason: String)
+    /// A zip archive that opens but holds no readable export (exit 65: the data is at fault).
+    case unusableArchive(path: String, reason: String)
     /// Broken or truncated XML at `line`.
     case malformed(path: String, line: Int, message: String)
     /// A record of a kept type that does not make a valid sample.
@@ -326,6 +328,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
         let text = switch self {
         case .cannotOpen(let path, let reason):
             "cannot read '\(path)': \(reason)"
+        case .unusableArchive(let path, let reason):
+            "'\(path)' cannot be imported: \(reason)"
         case .malformed(let path, let line, let message):
             "\(path) line \(line): \(message)"
         case .invalidRecord(let line, let message):

@@ -173,6 +173,19 @@ struct ImportTests {
             }.first)
             #expect(steps.zone == "Europe/Paris")
             #expect(steps.syncId == "walk-1")
+
+            // An archive without an export, or whose export cannot be read: the data is at
+            // fault (exit 65), not the machine.
+            let empty = folder.appendingPathComponent("empty.zip").path
+            let noExport = try runProcess("/usr/bin/env", ["python3", "-c", """
+                import sys, zipfile
+                with zipfile.ZipFile(sys.argv[1], "w") as z:
+                    z.writestr("apple_health_export/export_cda.xml", "<x/>")
+                """, empty])
+            try #require(noExport.status == 0, "python3 zipfile: \(noExport.stderr)")
+            let refused = ledger(["import", "apple-health", empty], db: db)
+            #expect(refused.status == 65)
+            #expect(refused.stderr == "Error: '\(empty)' cannot be imported: the archive holds no export.xml\n")
             #expect(steps.syncVersion == 2)
             #expect(steps.source.name == "Ann s iPhone")
             let energy = try log.rows(.daily, filter: RowFilter(type: .activeEnergy))
