@@ -50,7 +50,10 @@ extension Commands {
         do {
             reader = try HealthExportReader(path: path)
         } catch let error as ImportError {
-            if case .unusableArchive = error { throw CLIError.data(error.description) }
+            switch error {
+            case .unusableArchive, .wrongEncoding: throw CLIError.data(error.description)
+            default: break
+            }
             throw CLIError.runtime(error.description)
         }
         let existed = FileManager.default.fileExists(atPath: context.databasePath(arguments))

@@ -83,6 +83,12 @@ final class ExportStream {
                 close(fd)
                 throw ImportError.cannotOpen(path: path, reason: "it is a directory")
             }
+            // A byte order mark, or `<?` spelled in wide characters: libxml2 would say only
+            // "Document is empty".
+            if count == 4, let encoding = ExportStream.wideEncoding(magic) {
+                close(fd)
+                throw ImportError.wrongEncoding(path: path, encoding: encoding)
+            }
             if regular {
                 lseek(fd, 0, SEEK_SET)
             } else if count > 0 {
@@ -90,6 +96,17 @@ final class ExportStream {
             }
             source = .file(fd)
             totalBytes = regular ? Int64(info.st_size) : 0
+        }
+    }
+
+    /// The name of the UTF-16 or UTF-32 encoding the first four bytes of a file show, if any.
+    static func wideEncoding(_ first: [UInt8]) -> String? {
+        switch (first[0], first[1], first[2], first[3]) {
+        case (0x00, 0x00, 0xFE, 0xFF), (0x00, 0x00, 0x00, 0x3C): "UTF-32BE"
+        case (0xFF, 0xFE, 0x00, 0x00), (0x3C, 0x00, 0x00, 0x00): "UTF-32LE"
+        case (0xFE, 0xFF, _, _), (0x00, 0x3C, 0x00, 0x3F): "UTF-16BE"
+        case (0xFF, 0xFE, _, _), (0x3C, 0x00, 0x3F, 0x00): "UTF-16LE"
+        default: nil
         }
     }
 

@@ -133,6 +133,9 @@ public final class HealthExportReader {
 
     /// Hands the parser the next chunk (or the end of the input); its callbacks fill `ready`.
     private func feed() {
+        // libxml2's generic error handler is per thread, and the reading thread is not the
+        // one that made the parser: unsilenced there, an encoding error printed its own line.
+        ledger_xml_silence(xml.setGenericErrorFunc)
         let count = buffer.withUnsafeMutableBufferPointer { stream.read(into: $0.baseAddress!, capacity: $0.count) }
         if count < 0 {
             ended = true
@@ -310,6 +313,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotOpen(path: String, reason: String)
     /// A zip archive that opens but holds no readable export (exit 65: the data is at fault).
     case unusableArchive(path: String, reason: String)
+    /// A file in an encoding libxml2 would misread (exit 65).
+    case wrongEncoding(path: String, encoding: String)
     /// Broken or truncated XML at `line`.
     case malformed(path: String, line: Int, message: String)
     /// A record of a kept type that does not make a valid sample.
@@ -330,6 +335,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot read '\(path)': \(reason)"
         case .unusableArchive(let path, let reason):
             "'\(path)' cannot be imported: \(reason)"
+        case .wrongEncoding(let path, let encoding):
+            "'\(path)' is \(encoding), and Apple Health exports are UTF-8; convert it first (iconv -f \(encoding) -t UTF-8)"
         case .malformed(let path, let line, let message):
             "\(path) line \(line): \(message)"
         case .invalidRecord(let line, let message):

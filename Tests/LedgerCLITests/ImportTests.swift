@@ -454,6 +454,21 @@ struct ImportTests {
             }
             #expect(ledger(["import", "apple-health", path, "--user", ""], db: db).status == 64)
             #expect(ledger(["import", "apple-health", path, "--batch", "9223372036854775808"], db: db).status == 64)
+            // UTF-16 (with its byte order mark): said plainly, not "Document is empty".
+            let wide = [UInt8]([0xFF, 0xFE]) + Array("<?xml version=\"1.0\" encoding=\"UTF-16\"?>\n<HealthData/>\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] }
+            try Data(wide).write(to: URL(fileURLWithPath: path))
+            let utf16 = ledger(["import", "apple-health", path], db: db)
+            #expect(utf16.status == 65)
+            #expect(utf16.stderr == "Error: '\(path)' is UTF-16LE, and Apple Health exports are UTF-8; convert it first (iconv -f UTF-16LE -t UTF-8)\n")
+            // An encoding libxml2 cannot convert: the real binary's stderr is our one line only
+            // (libxml2 printed its own from the reading thread before).
+            try """
+            <?xml version="1.0" encoding="EBCDIC-US"?>
+            <HealthData><Record type="HKQuantityTypeIdentifierStepCount" value="\u{00E9}"/></HealthData>
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let ebcdic = try runProcess(try ledgerBinary(), ["import", "apple-health", path, "--db", db])
+            #expect(ebcdic.status == 65)
+            #expect(ebcdic.stderr.hasPrefix("Error: \(path) line ") && ebcdic.stderr.split(separator: "\n").count == 1, "\(ebcdic.stderr)")
             // Every refusal left no ledger behind: none existed, and none was committed to.
             #expect(!FileManager.default.fileExists(atPath: db))
         }
