@@ -33,6 +33,13 @@ final class ExportStream {
     /// Where in the markup after the DOCTYPE we are.
     private enum Markup { case text, comment, cdata }
     private var markup: Markup = .text
+    /// Bytes since the last `<` outside comments and CDATA: one element's start tag, or text.
+    private var sinceTag = 0
+    /// Why `read` returned -1 when the input itself is at fault, not the reading.
+    private(set) var problem: String?
+    /// No Health export has a tag or a text this long. libxml2 checks each attribute against
+    /// all before it, so one element of 400,000 attributes (4.7 MB) took minutes.
+    static let maximumGap = 1 << 20
     private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
     private static let cdataOpen = Array("<![CDATA[".utf8), cdataClose = Array("]]>".utf8)
 
@@ -157,6 +164,7 @@ final class ExportStream {
                 let input = carry + raw[0..<count]
                 carry = []
                 pending = clean(input)
+                if problem != nil { return -1 }
             }
             pendingOffset = 0
         }
@@ -245,9 +253,14 @@ final class ExportStream {
             switch markup {
             case .text:
                 guard let open = ExportStream.firstIndex(of: UInt8(ascii: "<"), in: bytes[index...]) else {
+                    sinceTag += bytes.endIndex - index
+                    if sinceTag > ExportStream.maximumGap { return tooLong() }
                     text(index..<bytes.endIndex)
                     return
                 }
+                sinceTag += open - index
+                if sinceTag > ExportStream.maximumGap { return tooLong() }
+                sinceTag = 0
                 text(index..<open)
                 let rest = bytes[open...]
                 if rest.count < ExportStream.cdataOpen.count,
@@ -281,6 +294,10 @@ final class ExportStream {
                 index = end + ExportStream.cdataClose.count
             }
         }
+    }
+
+    private func tooLong() {
+        problem = "an element or a text runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
     }
 
     /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and

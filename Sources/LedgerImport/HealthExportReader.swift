@@ -139,7 +139,7 @@ public final class HealthExportReader {
         let count = buffer.withUnsafeMutableBufferPointer { stream.read(into: $0.baseAddress!, capacity: $0.count) }
         if count < 0 {
             ended = true
-            failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: "the file could not be read")
+            failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: stream.problem ?? "the file could not be read")
             return
         }
         let status = buffer.withUnsafeBufferPointer { bytes in

@@ -469,6 +469,13 @@ struct ImportTests {
             let ebcdic = try runProcess(try ledgerBinary(), ["import", "apple-health", path, "--db", db])
             #expect(ebcdic.status == 65)
             #expect(ebcdic.stderr.hasPrefix("Error: \(path) line ") && ebcdic.stderr.split(separator: "\n").count == 1, "\(ebcdic.stderr)")
+            // A tag past 1 MiB (here 100,000 attributes) is refused as it is read: libxml2
+            // compares each attribute with all before it, and 400,000 took minutes.
+            let attributes = (0..<100_000).map { "a\($0)=\"1\"" }.joined(separator: " ")
+            try "<?xml version=\"1.0\"?>\n<HealthData>\n<Record \(attributes)/>\n</HealthData>\n".write(toFile: path, atomically: true, encoding: .utf8)
+            let wideTag = ledger(["import", "apple-health", path], db: db)
+            #expect(wideTag.status == 65)
+            #expect(wideTag.stderr.hasPrefix("Error: \(path) line 3: an element or a text runs past 1 MiB"), "\(wideTag.stderr)")
             // Every refusal left no ledger behind: none existed, and none was committed to.
             #expect(!FileManager.default.fileExists(atPath: db))
         }
