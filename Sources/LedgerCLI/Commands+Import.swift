@@ -128,6 +128,9 @@ extension Commands {
             }
         }
         progress.finish()
+        summary.unknownZones = converter.unknownZones.count
+        let defaultZone = try log.defaultZone().name
+        summary.zoneUsed = zone.map { "--zone \($0)" } ?? "the user's profile zone, else the ledger's (\(defaultZone))"
         context.stdout.write(summary.text(head: try log.head().seq))
         return 0
     }
@@ -150,9 +153,16 @@ struct ImportSummary {
         return "the \(committedRecords) records before the last committed batch are in the ledger; fix the file and re-run to finish (what is already imported counts as duplicates)"
     }
 
+    /// Records whose `HKTimeZone` is unknown here, and the zone their days were counted in.
+    var unknownZones = 0
+    var zoneUsed = ""
+
     func text(head: UInt64) -> String {
         let skippedTotal = skipped.values.reduce(0, +)
         var text = "read \(read) records: appended \(appended), duplicates \(duplicates), superseded \(superseded), skipped \(skippedTotal) of other types, head \(head)\n"
+        if unknownZones > 0 {
+            text += "  \(unknownZones) records name a time zone (HKTimeZone) this machine's zone database does not know: their days are counted in \(zoneUsed)\n"
+        }
         for (type, count) in kept.sorted(by: { $0.key < $1.key }) {
             text += "  imported \(type): \(count)\n"
         }

@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Synchronization
 
 /// Turns export records into `sample` events (SPEC §3.1).
 ///
@@ -27,6 +28,17 @@ public struct AppleHealthConverter: Sendable {
     public var zone: String?
     /// How ids are derived: 1 (hash only) or 2 (time-ordered).
     public var idScheme: Int
+    /// Records whose `HKTimeZone` this machine's zone database does not know: they are
+    /// counted in `zone` (else the ledger's), and the import's summary says how many.
+    public let unknownZones = Tally()
+
+    /// A count shared by the copies of a converter (it is bumped on the reading thread and read
+    /// once the import is over).
+    public final class Tally: Sendable {
+        private let value = Atomic<Int>(0)
+        public var count: Int { value.load(ordering: .relaxed) }
+        func add() { value.add(1, ordering: .relaxed) }
+    }
 
     public init(user: String = "default", zone: String? = nil, idScheme: Int = 2) {
         self.user = user
@@ -69,13 +81,6 @@ public struct AppleHealthConverter: Sendable {
         let device = cleanedDevice.flatMap { $0.isEmpty ? nil : $0 }
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
-        var zoneName: String?
-        if let named = record.metadata("HKTimeZone"), Zone.isValid(named) {
-            zoneName = named
-        } else if let zone {
-            guard Zone.isValid(zone) else { return nil }
-            zoneName = zone
-        }
         var syncId: String?
         var syncVersion: Int64?
         if let given = record.metadata("HKMetadataKeySyncIdentifier"), !given.isEmpty {
@@ -83,6 +88,17 @@ public struct AppleHealthConverter: Sendable {
             syncId = given
             syncVersion = version
         }
+        // Decided last, so that a record this path passes on to `event(for:)` is not counted
+        // twice in `unknownZones`.
+        var zoneName: String?
+        let recorded = record.metadata("HKTimeZone")
+        if let recorded, Zone.isValid(recorded) {
+            zoneName = recorded
+        } else if let zone {
+            guard Zone.isValid(zone) else { return nil }
+            zoneName = zone
+        }
+        if let recorded, zoneName != recorded { unknownZones.add() }
         let id = derivedID(record, start: (startText, start), end: (endText, end), valueText: valueText,
                            sourceName: sourceName, device: cleanedDevice)
         let sample = Sample(user: user, type: type, value: value, unit: unit, start: start, end: end, zone: zoneName,
@@ -187,8 +203,9 @@ public struct AppleHealthConverter: Sendable {
         if let unit = record.unit, !unit.isEmpty { object["unit"] = .string(unit) }
         if let zoneName = record.metadata("HKTimeZone"), Zone.isValid(zoneName) {
             object["zone"] = .string(zoneName)
-        } else if let zone {
-            object["zone"] = .string(zone)
+        } else {
+            if record.metadata("HKTimeZone") != nil { unknownZones.add() }
+            if let zone { object["zone"] = .string(zone) }
         }
         if let syncId = record.metadata("HKMetadataKeySyncIdentifier"), !syncId.isEmpty {
             object["syncId"] = .string(syncId)

@@ -233,6 +233,28 @@ struct ImportTests {
         }
     }
 
+    @Test("a record's HKTimeZone this machine does not know is counted in the summary, not dropped silently")
+    func unknownRecordZone() throws {
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            func record(_ minute: Int, zone: String) -> String {
+                #" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 20:0\#(minute):00 +0200" endDate="2022-09-30 20:0\#(minute):30 +0200" value="10"><MetadataEntry key="HKTimeZone" value="\#(zone)"/></Record>"#
+            }
+            try (["<HealthData>", record(1, zone: "Europe/Paris"), record(2, zone: "Mars/Olympus"), record(3, zone: "+25:00"), "</HealthData>"]
+                .joined(separator: "\n")).write(toFile: path, atomically: true, encoding: .utf8)
+            let run = ledger(["import", "apple-health", path], db: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("\n  2 records name a time zone (HKTimeZone) this machine's zone database does not know: their days are counted in the user's profile zone, else the ledger's (UTC)\n"), "\(run.stdout)")
+            let zones = try EventLog(path: db, create: false).records().map { try $0.event() }.map { event -> String in
+                if case .sample(let sample) = event.payload { return sample.zone ?? "none" }
+                return "not a sample"
+            }
+            #expect(zones == ["Europe/Paris", "none", "none"])
+            let named = ledger(["import", "apple-health", path, "--zone", "Asia/Tokyo", "--user", "bo"], db: db)
+            #expect(named.stdout.contains("counted in --zone Asia/Tokyo\n"), "\(named.stdout)")
+        }
+    }
+
     @Test("a record that makes no valid sample names the file and line; a ledger the import made is removed")
     func invalidRecordNamesFile() throws {
         try withTemporaryLedger { db in
