@@ -56,83 +56,80 @@ extension Commands {
             }
             throw CLIError.runtime(error.description)
         }
-        let existed = FileManager.default.fileExists(atPath: context.databasePath(arguments))
-        let log = try context.openLog(arguments, create: true)
-        // An export's records take about twice their XML in the ledger. (`reserve` caps what
-        // it takes; a zip's stated size is the archive's word, so multiply without trapping.)
-        let (estimate, overflow) = Int(clamping: reader.progress.total).multipliedReportingOverflow(by: 3)
-        try log.environment.reserve(overflow ? Int.max : estimate)
-        let converter = AppleHealthConverter(user: user, zone: zone, idScheme: try log.importIDScheme())
-        var summary = ImportSummary()
-        let progress = ProgressBar(sink: context.stderr)
-        // The XML is read and turned into events on a second thread while this one appends the
-        // batches it hands over; the reader is that thread's alone until the pipeline ends.
-        let owned = Owned(reader)
-        do {
-            try Pipeline.run(depth: 2, produce: { emit in
-                let reader = owned.value
-                // A batch's list is made at its size: grown by doubling, it was copied a
-                // dozen times per batch.
-                let reserved = min(batchSize, 65_536)
-                var chunk = ImportChunk(reserving: reserved)
-                while let record = try reader.next() {
-                    chunk.read += 1
-                    if let prepared = try converter.prepared(for: record) {
-                        chunk.kept.add(record.type)
-                        chunk.events.append((.line(record.line), prepared))
-                        if chunk.events.count >= batchSize {
-                            chunk.progress = reader.progress
-                            try emit(chunk)
-                            chunk = ImportChunk(reserving: reserved)
-                        }
-                    } else {
-                        chunk.skipped.add(record.type)
-                    }
-                }
-                chunk.progress = reader.progress
-                try emit(chunk)
-            }, consume: { (chunk: ImportChunk) in
-                if !chunk.events.isEmpty {
-                    let result = try log.append { add in
-                        // Each event is lent to `add` in place, not copied out of the list
-                        // first (a copy retains every buffer and string it holds).
-                        try chunk.events.withUnsafeBufferPointer { events in
-                            for index in events.indices { try add(events[index].0, events[index].1) }
+        // A ledger this import created and nobody committed to is removed if it fails, as
+        // `append` removes one: a refused file leaves nothing behind.
+        return try context.withCreatedLog(arguments) { log in
+            // An export's records take about twice their XML in the ledger. (`reserve` caps what
+            // it takes; a zip's stated size is the archive's word, so multiply without trapping.)
+            let (estimate, overflow) = Int(clamping: reader.progress.total).multipliedReportingOverflow(by: 3)
+            try log.environment.reserve(overflow ? Int.max : estimate)
+            let converter = AppleHealthConverter(user: user, zone: zone, idScheme: try log.importIDScheme())
+            var summary = ImportSummary()
+            let progress = ProgressBar(sink: context.stderr)
+            // The XML is read and turned into events on a second thread while this one appends the
+            // batches it hands over; the reader is that thread's alone until the pipeline ends.
+            let owned = Owned(reader)
+            do {
+                try Pipeline.run(depth: 2, produce: { emit in
+                    let reader = owned.value
+                    // A batch's list is made at its size: grown by doubling, it was copied a
+                    // dozen times per batch.
+                    let reserved = min(batchSize, 65_536)
+                    var chunk = ImportChunk(reserving: reserved)
+                    while let record = try reader.next() {
+                        chunk.read += 1
+                        if let prepared = try converter.prepared(for: record) {
+                            chunk.kept.add(record.type)
+                            chunk.events.append((.line(record.line), prepared))
+                            if chunk.events.count >= batchSize {
+                                chunk.progress = reader.progress
+                                try emit(chunk)
+                                chunk = ImportChunk(reserving: reserved)
+                            }
+                        } else {
+                            chunk.skipped.add(record.type)
                         }
                     }
-                    summary.appended += result.appended
-                    summary.duplicates += result.duplicates
-                    summary.superseded += result.superseded
-                    log.environment.releaseMappedPages()
+                    chunk.progress = reader.progress
+                    try emit(chunk)
+                }, consume: { (chunk: ImportChunk) in
+                    if !chunk.events.isEmpty {
+                        let result = try log.append { add in
+                            // Each event is lent to `add` in place, not copied out of the list
+                            // first (a copy retains every buffer and string it holds).
+                            try chunk.events.withUnsafeBufferPointer { events in
+                                for index in events.indices { try add(events[index].0, events[index].1) }
+                            }
+                        }
+                        summary.appended += result.appended
+                        summary.duplicates += result.duplicates
+                        summary.superseded += result.superseded
+                        log.environment.releaseMappedPages()
+                    }
+                    summary.read += chunk.read
+                    summary.kept.merge(chunk.kept.counts, uniquingKeysWith: +)
+                    summary.skipped.merge(chunk.skipped.counts, uniquingKeysWith: +)
+                    summary.committedRecords = summary.read
+                    progress.update(records: summary.read, bytes: chunk.progress)
+                })
+            } catch {
+                progress.finish()
+                switch error {
+                case let error as ImportError:
+                    throw CLIError.data("\(error.description(in: path)); \(summary.committedNote)")
+                case let error as InputError:
+                    throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+                default:
+                    throw error
                 }
-                summary.read += chunk.read
-                summary.kept.merge(chunk.kept.counts, uniquingKeysWith: +)
-                summary.skipped.merge(chunk.skipped.counts, uniquingKeysWith: +)
-                summary.committedRecords = summary.read
-                progress.update(records: summary.read, bytes: chunk.progress)
-            })
-        } catch {
+            }
             progress.finish()
-            // A ledger this import created and never committed to is removed, as `append`
-            // removes one: a refused file leaves nothing behind.
-            if !existed, summary.appended == 0 {
-                try? FileManager.default.removeItem(atPath: context.databasePath(arguments))
-            }
-            switch error {
-            case let error as ImportError:
-                throw CLIError.data("\(error.description(in: path)); \(summary.committedNote)")
-            case let error as InputError:
-                throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
-            default:
-                throw error
-            }
+            summary.unknownZones = converter.unknownZones.count
+            let defaultZone = try log.defaultZone().name
+            summary.zoneUsed = zone.map { "--zone \($0)" } ?? "the user's profile zone, else the ledger's (\(defaultZone))"
+            context.stdout.write(summary.text(head: try log.head().seq))
+            return 0
         }
-        progress.finish()
-        summary.unknownZones = converter.unknownZones.count
-        let defaultZone = try log.defaultZone().name
-        summary.zoneUsed = zone.map { "--zone \($0)" } ?? "the user's profile zone, else the ledger's (\(defaultZone))"
-        context.stdout.write(summary.text(head: try log.head().seq))
-        return 0
     }
 }
 

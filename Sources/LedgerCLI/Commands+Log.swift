@@ -70,18 +70,14 @@ extension Commands {
         if !bytes.contains(where: { !EventInput.isSpace($0) }) {
             throw InputError(location: nil, message: "no events in input")
         }
-        let path = context.databasePath(arguments)
-        let existed = FileManager.default.fileExists(atPath: path)
-        let result: EventLog.AppendResult
-        do {
-            let log = try context.openLog(arguments, create: true)
+        let result = try context.withCreatedLog(arguments) { log in
             // Stored, indexed and folded, an event takes about 4.5 times its NDJSON line.
             try log.environment.reserve(bytes.count * 6)
             // Nothing is committed before the end: the count is of events checked, written and
             // folded inside the one transaction.
             let progress = ProgressLine(sink: context.stderr) { "appending: \($0) events checked…" }
             defer { progress?.finish() }
-            result = try log.append(expectHead: expectHead) { add in
+            return try log.append(expectHead: expectHead) { add in
                 // Parsing and validating (JSON, canonical form) run on a second core while
                 // this thread checks, hashes, writes and folds.
                 try Pipeline.run(produce: { emit in
@@ -99,9 +95,6 @@ extension Commands {
                     progress?.count(chunk.count, step: EventLog.progressStep)
                 })
             }
-        } catch {
-            if !existed { try? FileManager.default.removeItem(atPath: path) }
-            throw error
         }
         context.stdout.write("appended \(result.appended), duplicates \(result.duplicates), superseded \(result.superseded), head \(result.head)\n")
         return 0

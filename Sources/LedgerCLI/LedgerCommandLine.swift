@@ -106,6 +106,27 @@ struct CommandContext {
     func openLog(_ arguments: ParsedArguments, create: Bool, mapSize: Int? = nil) throws -> EventLog {
         try EventLog(path: databasePath(arguments), create: create, mapSize: mapSize)
     }
+
+    /// Runs `body` with the ledger, created if missing. When `body` throws and this run created
+    /// the ledger, it is removed, but only while it holds no event and no client: another
+    /// process (a second import of the same file, a server) may have committed to it since.
+    func withCreatedLog<R>(_ arguments: ParsedArguments, _ body: (EventLog) throws -> R) throws -> R {
+        let path = databasePath(arguments)
+        let existed = FileManager.default.fileExists(atPath: path)
+        var opened: EventLog?
+        do {
+            let log = try openLog(arguments, create: true)
+            opened = log
+            return try body(log)
+        } catch {
+            // A ledger that could not even be opened was never written by anyone.
+            let untouched = opened.map { (try? $0.isUntouched()) ?? false } ?? true
+            if !existed, untouched {
+                try? FileManager.default.removeItem(atPath: path)
+            }
+            throw error
+        }
+    }
 }
 
 /// One `ledger` subcommand.

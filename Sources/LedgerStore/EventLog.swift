@@ -84,7 +84,7 @@ public final class EventLog: Sendable {
         let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
         let environment = try Environment(path: path, mapSize: initialMap)
         if let (needed, held) = environment.truncation {
-            throw LedgerError.damaged(path: path, reason: "data.mdb holds \(held) bytes, but its last commit uses \(needed)")
+            throw LedgerError.damaged(path: path, reason: "data.mdb holds \(held) bytes, but its root pages lie within the first \(needed)")
         }
         // Another program's environment would otherwise be taken for an empty ledger: the
         // ledger's databases created in it, and its own records read as events.
@@ -143,6 +143,13 @@ public final class EventLog: Sendable {
         case let other?:
             throw LedgerError.unsupportedFormat(found: other)
         }
+    }
+
+    /// Whether nothing was ever committed to the ledger: no event and no client. Read in a
+    /// write transaction, so no writer of this or another process is halfway through a commit.
+    /// A command that created the ledger and then failed removes it only when this holds.
+    public func isUntouched() throws -> Bool {
+        try environment.write { txn in try txn.last(events) == nil && txn.last(clientsDatabase) == nil }
     }
 
     /// Sets the default zone of a new ledger (`ledger init`). Setting the zone it already has
