@@ -236,15 +236,34 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// The bytes `data.mdb` must hold for the pages the last commit uses, and the bytes it
-    /// holds, when it holds fewer: a cut-off file (a failed copy, a full disk in a copy tool)
-    /// that LMDB would map and then fault on with SIGBUS at the first read past its end.
-    /// Nil when the file is whole.
+    /// The bytes `data.mdb` must hold for the root pages its newest meta page names, and the
+    /// bytes it holds, when it holds fewer: a cut-off file (a failed copy) that LMDB would map
+    /// and then fault on with SIGBUS at the first read past its end. Nil when the roots are in
+    /// the file. (The last page in use is no test: a page freed in the commit that allocated it
+    /// is never written, so a sound file may end before it.) The meta pages are read first and
+    /// the size after, as the file only grows.
     public var truncation: (needed: Int, held: Int)? {
-        var status = stat()
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
-        guard stat(dataFile, &status) == 0 else { return nil }
-        let needed = (info.lastPage + 1) * pageSize
+        let fd = open(dataFile, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        // MDB_meta after the 16-byte page header: magic (u32) at 16, the free and main
+        // databases' roots at 80 and 128, the transaction id at 144 (lmdb.h, data version 1).
+        var newest: (txnid: UInt64, roots: [UInt64])?
+        for page in 0..<2 {
+            var bytes = [UInt8](repeating: 0, count: 152)
+            guard pread(fd, &bytes, bytes.count, off_t(page * pageSize)) == bytes.count else { continue }
+            func word(_ offset: Int) -> UInt64 {
+                bytes[offset..<(offset + 8)].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+            }
+            guard word(16) & 0xFFFF_FFFF == 0xBEEF_C0DE else { continue }
+            if word(144) >= newest?.txnid ?? 0 { newest = (word(144), [word(80), word(128)]) }
+        }
+        var status = stat()
+        guard let newest, fstat(fd, &status) == 0 else { return nil }
+        let roots = newest.roots.filter { $0 != UInt64.max }  // P_INVALID: an empty database
+        guard let highest = roots.max() else { return nil }
+        let needed = (Int(clamping: highest) + 1) * pageSize
         return Int(status.st_size) < needed ? (needed, Int(status.st_size)) : nil
     }
 
