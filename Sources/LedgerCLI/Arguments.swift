@@ -108,30 +108,6 @@ func parse(_ arguments: [String], specs: [OptionSpec], usage: String, maxPositio
     return parsed
 }
 
-/// ` Did you mean '--from'?` when a candidate is within a small edit distance, else "".
-func suggestion(for word: String, among candidates: [String]) -> String {
-    let scored = candidates.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= max(2, word.count / 3) }
-    guard let best = scored.min(by: { $0.1 < $1.1 }) else { return "" }
-    return ". Did you mean '\(best.0)'?"
-}
-
-/// Levenshtein distance.
-func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a), b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    var current = [Int](repeating: 0, count: b.count + 1)
-    for i in 1...a.count {
-        current[0] = i
-        for j in 1...b.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        swap(&previous, &current)
-    }
-    return previous[b.count]
-}
-
 /// Parses `--map-size` values: `1048576`, `64MiB`, `4GiB`, `1GB`, `512M`.
 func parseSize(_ text: String) -> Int? {
     let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),

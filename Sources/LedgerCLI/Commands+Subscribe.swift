@@ -128,7 +128,7 @@ extension Commands {
             do {
                 let token = try log.addClient(name: arguments.positionals[1], admin: arguments.has("admin"))
                 context.stdout.write(token + "\n")
-                context.stderr.write("client '\(arguments.positionals[1])' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
+                context.stderr.write("client '\(visibleCharacters(arguments.positionals[1]))' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
             } catch let error as EventLog.ClientError {
                 throw CLIError.data(error.description)
             }
@@ -145,7 +145,7 @@ extension Commands {
             let log = try context.openLog(arguments, create: false)
             do {
                 try log.removeClient(name: arguments.positionals[1])
-                context.stderr.write("client '\(arguments.positionals[1])' removed\n")
+                context.stderr.write("client '\(visibleCharacters(arguments.positionals[1]))' removed\n")
             } catch let error as EventLog.ClientError {
                 throw CLIError.data(error.description)
             }

@@ -105,8 +105,15 @@ struct LineLimit {
     mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) {
         var index = bytes.startIndex
         if applies == nil {
+            // Blank lines count too: endless spaces are refused as any long line is.
             while index < bytes.endIndex, EventInput.isSpace(bytes[index]) || [0xEF, 0xBB, 0xBF].contains(bytes[index]) {
-                if bytes[index] == 0x0A { line += 1 }
+                if bytes[index] == 0x0A {
+                    line += 1
+                    length = 0
+                } else {
+                    length += 1
+                    try refuseLong()
+                }
                 index += 1
             }
             guard index < bytes.endIndex else { return }

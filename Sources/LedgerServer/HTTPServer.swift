@@ -215,9 +215,8 @@ public final class HTTPServer: @unchecked Sendable {
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
         let name = parts.count == 3 ? parts[2] : ""
-        if let accepted = HTTPServer.queryArguments[route], let unknown = unknownArgument(connection, accepted: accepted) {
-            let expected = accepted.isEmpty ? "it takes none" : "expected \(accepted.joined(separator: ", "))"
-            return queue(.error(400, "unknown query argument '\(unknown)' on /\(route.replacingOccurrences(of: "*", with: name)) (\(expected))"), on: connection)
+        if let accepted = HTTPServer.queryArguments[route], let (unknown, near) = misspelledArgument(connection, accepted: accepted) {
+            return queue(.error(400, "unknown query argument '\(unknown)' on /\(route.replacingOccurrences(of: "*", with: name)). Did you mean '\(near)'?"), on: connection)
         }
         switch (method, route) {
         case ("POST", "v1/events"):
@@ -470,7 +469,10 @@ public final class HTTPServer: @unchecked Sendable {
         if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
             return queue(.error(403, refusal), on: connection)
         }
-        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
+        // The header; else `lastEventId`, which EventSource polyfills put in the query when
+        // they reconnect; else `from`.
+        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID")
+            ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
         var cursor: UInt64
         var sentOfNext = 0
         if let resume, resume != "now" {
@@ -625,35 +627,40 @@ public final class HTTPServer: @unchecked Sendable {
     static let readHeaders: [[UInt8]] = ["authorization", "if-match", "last-event-id", "content-length", "transfer-encoding"]
         .map { Array($0.utf8) }
 
-    /// The query arguments each route reads. Any other is refused with a 400 rather than
-    /// ignored: `?form=5` for `?from=5` would otherwise quietly return everything.
+    /// The query arguments each route reads. An unknown one within two edits of these is
+    /// refused with a 400 naming the one meant: `?form=5` for `?from=5` would otherwise quietly
+    /// return everything. Others are ignored, as HTTP clients add their own (`_=` to defeat
+    /// caches, an EventSource polyfill's `lastEventId`, which a stream reads, `utm_…`).
     static let queryArguments: [String: [String]] = [
         "v1/events": ["from", "limit"],
         "v1/projections/*": ["user", "type", "from", "to", "date", "fallback"],
         "v1/replay/*": ["user", "type", "from", "to", "to_seq", "to_date", "date", "fallback"],
-        "v1/subscribe/*": ["user", "type", "from"],
+        "v1/subscribe/*": ["user", "type", "from", "lastEventId"],
         "v1/health": [],
         "metrics": [],
     ]
 
-    /// The first query argument of the request not in `accepted` (names compare ignoring
-    /// ASCII case, as libmicrohttpd's lookups do).
-    private func unknownArgument(_ connection: OpaquePointer, accepted: [String]) -> String? {
+    /// The first query argument of the request that is not in `accepted` but near one of them
+    /// (three characters or more, at most two edits away), with that one. Names compare
+    /// ignoring ASCII case, as libmicrohttpd's lookups do.
+    private func misspelledArgument(_ connection: OpaquePointer, accepted: [String]) -> (String, String)? {
         final class Found {
-            var accepted: Set<[UInt8]> = []
-            var unknown: String?
+            var accepted: [String] = []
+            var misspelled: (String, String)?
         }
         let found = Found()
-        found.accepted = Set(accepted.map { Array($0.utf8) })
+        found.accepted = accepted.map { $0.lowercased() }
         let context = Unmanaged.passUnretained(found).toOpaque()
         _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, _, _ in
             let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
-            let name = cBytes(key, keySize)
-            guard !name.isEmpty, !found.accepted.contains(asciiLowercased(name)) else { return .YES }
-            found.unknown = String(decoding: name, as: UTF8.self)
+            let name = String(decoding: asciiLowercased(cBytes(key, keySize)), as: UTF8.self)
+            guard name.count >= 3, !found.accepted.contains(name),
+                  let near = found.accepted.map({ ($0, editDistance(name, $0)) }).filter({ $0.1 <= 2 }).min(by: { $0.1 < $1.1 })
+            else { return .YES }
+            found.misspelled = (String(decoding: cBytes(key, keySize), as: UTF8.self), near.0)
             return .NO
         }, context)
-        return found.unknown
+        return found.misspelled
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {

@@ -382,6 +382,9 @@ struct HelpTests {
             let path = folder.appendingPathComponent("events.ndjson").path
             try (goodSample + "\n" + goodSample + "\n" + String(repeating: " ", count: 3 << 20)).write(toFile: path, atomically: true, encoding: .utf8)
             #expect(ledger(["append", path], db: db).stderr.hasPrefix("Error: line 3: line is longer than 1 MiB"))
+            // Blanks before the first event count too (endless spaces are read no further).
+            try ("\n" + String(repeating: " ", count: 3 << 20)).write(toFile: path, atomically: true, encoding: .utf8)
+            #expect(ledger(["append", path], db: db).stderr.hasPrefix("Error: line 2: line is longer than 1 MiB"))
             let array = "[" + String(repeating: goodSample + ",", count: 12_000) + goodSample + "]"
             try array.write(toFile: path, atomically: true, encoding: .utf8)
             let long = ledger(["append", path], db: db)
