@@ -20,13 +20,15 @@ public enum LedgerCommandLine {
             return 0
         }
         if first == "--help" || first == "-h" || first == "help" {
-            // `help --help` and `help -h` ask for this overview too.
-            if first == "help", arguments.count > 1, !["--help", "-h"].contains(arguments[1]) {
-                guard arguments.count == 2 else {
-                    return fail(.usage("'help' takes one command name, got \(arguments.count - 1) arguments", usage: Help.synopsis), context)
-                }
-                guard let command = Commands.named(arguments[1]) else {
-                    return fail(.usage("unknown command '\(arguments[1])'\(suggestion(for: arguments[1], among: Commands.all.map(\.name)))", usage: Help.synopsis), context)
+            // `help COMMAND`, and `--help COMMAND` as people also type it; `help --help` asks
+            // for this overview. Anything more is a mistake, not something to ignore.
+            let rest = arguments.dropFirst().filter { !["--help", "-h"].contains($0) }
+            guard rest.count <= 1 else {
+                return fail(.usage("'\(first)' takes at most one command name, got \(rest.count) arguments", usage: Help.synopsis), context)
+            }
+            if let name = rest.first {
+                guard let command = Commands.named(name) else {
+                    return fail(.usage("unknown command '\(name)'\(suggestion(for: name, among: Commands.all.map(\.name)))", usage: Help.synopsis), context)
                 }
                 stdout.write(Help.text(for: command))
                 return 0

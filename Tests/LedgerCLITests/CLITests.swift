@@ -368,6 +368,9 @@ struct HelpTests {
 
         """)
         #expect(ledger(["help", "append"]).stdout == run.stdout)
+        #expect(ledger(["--help", "append"]).stdout == run.stdout)
+        #expect(ledger(["help", "-h", "append"]).stdout == run.stdout)
+        #expect(ledger(["--help", "extra"]).status == 64)
     }
 
     @Test("append stops reading at the first line past 1 MiB: /dev/zero is refused, not read forever")
