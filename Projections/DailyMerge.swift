@@ -43,9 +43,26 @@ enum DailyMerge {
         // Closings before openings at the same instant: intervals are half-open.
         boundaries.sort { $0.time != $1.time ? $0.time < $1.time : $0.kind < $1.kind }
         var active: [Int] = []
+        // A zero-length target is covered when a better-ranked sample is open at its instant:
+        // each is settled in the same sweep, against the samples open when it comes, rather
+        // than against every sample of the day (which made a day of many instants quadratic).
+        let instants = shares.indices.filter { shares[$0].isInstant && shares[$0].isTarget }
+            .sorted { shares[$0].start < shares[$1].start }
+        var covered = [Bool](repeating: false, count: shares.count)
+        var nextInstant = 0
+        func settleInstants(before limit: Int64?) {
+            while nextInstant < instants.count {
+                let position = instants[nextInstant]
+                if let limit, shares[position].start >= limit { return }
+                covered[position] = active.contains { shares[$0].rank < shares[position].rank }
+                nextInstant += 1
+            }
+        }
         var cursor = 0
         while cursor < boundaries.count {
             let time = boundaries[cursor].time
+            // Instants before `time` see the samples open since the previous boundary.
+            settleInstants(before: time)
             while cursor < boundaries.count, boundaries[cursor].time == time {
                 let boundary = boundaries[cursor]
                 if boundary.kind == 1 {
@@ -66,16 +83,15 @@ enum DailyMerge {
             }
         }
 
+        settleInstants(before: nil)
+
         var total = 0.0
         var samples = 0
         var sources: [String] = []  // distinct by bytes (`sameName`); a day has a few
         for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
-                let covered = shares.contains { other in
-                    !other.isInstant && other.rank < share.rank && other.start <= share.start && share.start < other.end
-                }
-                guard !covered else { continue }
+                guard !covered[position] else { continue }
                 total += share.value
             } else {
                 guard won[position] > 0 else { continue }
