@@ -88,6 +88,9 @@ extension EventLog {
             var examined = 0
             guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
+                guard key.count >= 8 else {
+                    throw LedgerError.damaged(path: path, reason: "'changes' holds a key of \(key.count) bytes; 'ledger rebuild' writes them again")
+                }
                 let seq = UInt64(bigEndianBytes: key)
                 if examined >= limit, seq != through { return false }
                 examined += 1

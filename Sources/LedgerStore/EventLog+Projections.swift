@@ -103,7 +103,7 @@ extension EventLog {
         repeat {
             chunk.removeAll(keepingCapacity: true)
             try txn.scan(events, from: (last + 1).bigEndianBytes) { key, value in
-                let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
+                let raw = RawRecord(seq: try seq(key, in: "events"), value)
                 chunk.append((try raw.loggedEvent(), raw.endsBatch))  // loggedEvent throws on a malformed record
                 return chunk.count < 8192
             }
@@ -128,7 +128,7 @@ extension EventLog {
             chunk.reserveCapacity(4096)
             try self.environment.read { snapshot in
                 try snapshot.scan(self.events) { key, value in
-                    let raw = RawRecord(seq: UInt64(bigEndianBytes: key), value)
+                    let raw = RawRecord(seq: try self.seq(key, in: "events"), value)
                     guard case .fold(let event) = try step(raw, snapshot) else { return false }
                     chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
                                               recorded: raw.recorded, endsBatch: raw.endsBatch))

@@ -205,11 +205,24 @@ public final class EventLog: Sendable {
         try environment.read { txn in try head(in: txn) }
     }
 
+    /// The seq a key of `events` (or a value of `ids`) holds. A damaged file may hand back
+    /// bytes of another length: that is named, not trapped on.
+    func seq(_ bytes: UnsafeRawBufferPointer, in table: String) throws -> UInt64 {
+        guard bytes.count == 8 else {
+            throw LedgerError.damaged(path: path, reason: "'\(table)' holds a seq of \(bytes.count) bytes, not 8; 'ledger verify' names the first damaged event")
+        }
+        return UInt64(bigEndianBytes: bytes)
+    }
+
+    func seq(_ bytes: [UInt8], in table: String) throws -> UInt64 {
+        try bytes.withUnsafeBytes { try seq($0, in: table) }
+    }
+
     func head(in txn: Transaction) throws -> Head {
         guard let (key, value) = try txn.last(events) else {
             return Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil)
         }
-        let seq = UInt64(bigEndianBytes: key)
+        let seq = try seq(key, in: "events")
         let record = try value.withUnsafeBytes { try EventRecord(seq: seq, decoding: $0) }
         return Head(seq: seq, hash: record.hash, recorded: record.recorded)
     }
@@ -225,7 +238,7 @@ public final class EventLog: Sendable {
     public func record(id: UUID) throws -> EventRecord? {
         try environment.read { txn in
             guard let seqBytes = try txn.get(ids, id.bytes) else { return nil }
-            let seq = UInt64(bigEndianBytes: seqBytes)
+            let seq = try seq(seqBytes, in: "ids")
             return try txn.withValue(events, seq.bigEndianBytes) { try EventRecord(seq: seq, decoding: $0) }
         }
     }
@@ -242,8 +255,13 @@ public final class EventLog: Sendable {
             var undecodable: (any Error)?
             try environment.read { txn in
                 try txn.scan(events, from: (position + 1).bigEndianBytes) { key, value in
-                    let seq = UInt64(bigEndianBytes: key)
                     do {
+                        // A key of the wrong length is the damage of the event after the last good one.
+                        guard key.count == 8 else {
+                            throw LedgerError.corrupt(seq: (batch.last?.seq ?? position) + 1,
+                                                      reason: "its key in 'events' is \(key.count) bytes, not 8")
+                        }
+                        let seq = UInt64(bigEndianBytes: key)
                         batch.append(try EventRecord(seq: seq, decoding: value))
                     } catch {
                         undecodable = error

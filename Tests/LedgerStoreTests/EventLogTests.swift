@@ -488,6 +488,38 @@ struct EventLogTests {
         }
     }
 
+    @Test("a seq of the wrong length in 'events' is named as damage, not trapped on")
+    func damagedSeqKey() throws {
+        try withTemporaryLedger { path in
+            do {
+                let log = try EventLog(path: path, create: true)
+                _ = try log.append(try batch(Fixtures.stepsFile(count: 10)))
+            }
+            do {
+                // A key cut to 7 bytes (it sorts after every 8-byte seq that starts with 7 zeros).
+                let environment = try Environment(path: path)
+                let events = try #require(try environment.openDatabases(["events"])["events"])
+                try environment.write { try $0.put(events, [0, 0, 0, 0, 0, 0, 6], [1]) }
+            }
+            let log = try EventLog(path: path, create: false)
+            func isDamage(_ error: any Error) -> Bool {
+                guard case .damaged(_, let reason)? = error as? LedgerError else { return false }
+                return reason.hasPrefix("'events' holds a seq of 7 bytes, not 8")
+            }
+            #expect(performing: { _ = try log.head() }, throws: isDamage)
+            #expect(performing: { try log.rebuildProjections() }, throws: isDamage)
+            // `verify` reads records one by one: every good one is visited, then the damage is
+            // named as the event after them.
+            var visited = 0
+            #expect(performing: { try log.forEachRecord { _ in visited += 1; return true } }, throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 11 && reason == "its key in 'events' is 7 bytes, not 8"
+            })
+            #expect(visited == 10)
+            #expect(throws: LedgerError.self) { _ = try log.verifyChain() }
+        }
+    }
+
     @Test("verifyProjections passes while another thread appends")
     func verifyDuringAppends() throws {
         try withTemporaryLedger { path in
