@@ -22,6 +22,20 @@ func sampleLine(id: String? = nil, value: Double = 100, start: String = "2026-11
     return line
 }
 
+/// Appends `count` step samples to a new ledger at `path`, and closes it.
+func makeLedger(_ path: String, steps count: Int) throws {
+    let log = try EventLog(path: path, create: true)
+    _ = try log.append(try batch(Fixtures.stepsFile(count: count)))
+}
+
+/// Writes one key straight into the database `name` of the environment at `path`, as another
+/// program, or damage, would. Nothing else may have the environment open in this process.
+func putRaw(_ path: String, _ name: String, _ key: [UInt8], _ value: [UInt8]) throws {
+    let environment = try Environment(path: path)
+    let database = try #require(try environment.openDatabases([name])[name])
+    try environment.write { try $0.put(database, key, value) }
+}
+
 @Suite("Event log")
 struct EventLogTests {
     @Test("seq is gapless from 1 and the chain verifies")
@@ -458,10 +472,7 @@ struct EventLogTests {
     @Test("a cut-off data.mdb or another program's environment is refused at open, not read")
     func damagedOrForeign() throws {
         try withTemporaryLedger { path in
-            do {
-                let log = try EventLog(path: path, create: true)
-                _ = try log.append(try batch(Fixtures.stepsFile(count: 2_000)))
-            }
+            try makeLedger(path, steps: 2_000)
             let dataFile = (path as NSString).appendingPathComponent("data.mdb")
             #expect(truncate(dataFile, 8_192) == 0)
             #expect {
@@ -473,12 +484,8 @@ struct EventLogTests {
         }
         try withTemporaryLedger { path in
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-            do {
-                // Another program's environment, with a database that happens to be named `events`.
-                let environment = try Environment(path: path)
-                let events = try #require(try environment.openDatabases(["events"])["events"])
-                try environment.write { try $0.put(events, Array("k1".utf8), Array("x".utf8)) }
-            }
+            // Another program's environment, with a database that happens to be named `events`.
+            try putRaw(path, "events", Array("k1".utf8), Array("x".utf8))
             #expect {
                 _ = try EventLog(path: path, create: true)
             } throws: { error in
@@ -491,16 +498,9 @@ struct EventLogTests {
     @Test("a seq of the wrong length in 'events' is named as damage, not trapped on")
     func damagedSeqKey() throws {
         try withTemporaryLedger { path in
-            do {
-                let log = try EventLog(path: path, create: true)
-                _ = try log.append(try batch(Fixtures.stepsFile(count: 10)))
-            }
-            do {
-                // A key cut to 7 bytes (it sorts after every 8-byte seq that starts with 7 zeros).
-                let environment = try Environment(path: path)
-                let events = try #require(try environment.openDatabases(["events"])["events"])
-                try environment.write { try $0.put(events, [0, 0, 0, 0, 0, 0, 6], [1]) }
-            }
+            try makeLedger(path, steps: 10)
+            // A key cut to 7 bytes (it sorts after every 8-byte seq that starts with 7 zeros).
+            try putRaw(path, "events", [0, 0, 0, 0, 0, 0, 6], [1])
             let log = try EventLog(path: path, create: false)
             func isDamage(_ error: any Error) -> Bool {
                 guard case .damaged(_, let reason)? = error as? LedgerError else { return false }
