@@ -188,7 +188,7 @@ extension EventLog {
             let body = event.body
             let idKey = event.id.bytes
             if let existing = try txn.get(ids, idKey) {
-                let existingSeq = UInt64(bigEndianBytes: existing)
+                let existingSeq = try self.seq(existing, in: "ids")
                 let same: Bool
                 if let held, held.seq == existingSeq {
                     same = held.body.withUnsafeBytes { EventLog.sameContent($0, body) }
@@ -246,7 +246,7 @@ extension EventLog {
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
             let key = Array("count.\(kind.rawValue)".utf8)
-            let current = try txn.get(meta, key).map { UInt64(bigEndianBytes: $0) } ?? 0
+            let current = try metaNumber(key, in: txn) ?? 0
             try txn.put(meta, key, (current + UInt64(added)).bigEndianBytes)
         }
         result.head = seq

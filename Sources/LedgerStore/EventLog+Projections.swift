@@ -152,7 +152,7 @@ extension EventLog {
     func withTarget(_ event: LoggedEvent, in txn: Transaction) throws -> LoggedEvent {
         guard case .correction(let correction) = event.payload else { return event }
         var event = event
-        event.target = try txn.get(ids, correction.target.bytes).map { UInt64(bigEndianBytes: $0) }
+        event.target = try txn.get(ids, correction.target.bytes).map { try seq($0, in: "ids") }
         return event
     }
 
@@ -166,8 +166,8 @@ extension EventLog {
     /// A fold over the live projection state, made current first: if the stored state is of
     /// another fold version or not at `expectedPosition`, it is rebuilt in this transaction.
     func projectionFold(in txn: Transaction, expectedPosition: UInt64) throws -> ActivityFold {
-        let version = try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) }
-        let position = try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0
+        let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
+        let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
         if version != UInt64(ActivityFold.version) || position != expectedPosition {
             try rebuildProjections(in: txn)
         }
@@ -236,8 +236,8 @@ extension EventLog {
         // stored state has been found to be of this fold version it stays current.
         if projectionsChecked.withLock({ $0 }) { return }
         let current = try environment.read { txn -> Bool in
-            let version = try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) }
-            let position = try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0
+            let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
+            let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
             let head = try head(in: txn).seq
             return version == UInt64(ActivityFold.version) && position == head
         }

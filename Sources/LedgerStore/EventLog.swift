@@ -218,6 +218,16 @@ public final class EventLog: Sendable {
         try bytes.withUnsafeBytes { try seq($0, in: table) }
     }
 
+    /// The number `meta` holds under `key` (a counter, the projections' position or version),
+    /// or nil; one of another length is named as damage, not trapped on.
+    func metaNumber(_ key: [UInt8], in txn: Transaction) throws -> UInt64? {
+        guard let bytes = try txn.get(meta, key) else { return nil }
+        guard bytes.count == 8 else {
+            throw LedgerError.damaged(path: path, reason: "'meta' holds \(bytes.count) bytes under '\(String(decoding: key, as: UTF8.self))', not 8")
+        }
+        return UInt64(bigEndianBytes: bytes)
+    }
+
     func head(in txn: Transaction) throws -> Head {
         guard let (key, value) = try txn.last(events) else {
             return Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil)
@@ -330,7 +340,7 @@ public final class EventLog: Sendable {
         return try environment.read { txn in
             var counts: [EventKind: Int] = [:]
             for kind in EventKind.allCases {
-                counts[kind] = try txn.get(meta, Array("count.\(kind.rawValue)".utf8)).map { Int(UInt64(bigEndianBytes: $0)) } ?? 0
+                counts[kind] = Int(clamping: try metaNumber(Array("count.\(kind.rawValue)".utf8), in: txn) ?? 0)
             }
             var databases: [String: (entries: Int, depth: Int, pages: Int)] = [:]
             for (name, db) in [("events", events), ("ids", ids), ("samples", samples), ("sync", sync), ("meta", meta)] {
@@ -342,8 +352,8 @@ public final class EventLog: Sendable {
                 created: try txn.get(meta, Array("created".utf8)).map { String(decoding: $0, as: UTF8.self) },
                 mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
                 databases: databases,
-                projectionPosition: try txn.get(meta, EventLog.projectionPositionKey).map { UInt64(bigEndianBytes: $0) } ?? 0,
-                projectionVersion: try txn.get(meta, EventLog.projectionVersionKey).map { UInt64(bigEndianBytes: $0) })
+                projectionPosition: try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0,
+                projectionVersion: try metaNumber(EventLog.projectionVersionKey, in: txn))
         }
     }
 }

@@ -520,6 +520,22 @@ struct EventLogTests {
         }
     }
 
+    @Test("a number of the wrong length in 'meta' is named as damage, not trapped on")
+    func damagedMetaNumber() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 10)
+            try putRaw(path, "meta", Array("count.sample".utf8), [0, 1])
+            let log = try EventLog(path: path, create: false)
+            #expect(performing: { _ = try log.statistics() }, throws: { error in
+                guard case .damaged(_, let reason)? = error as? LedgerError else { return false }
+                return reason == "'meta' holds 2 bytes under 'count.sample', not 8"
+            })
+            // Appending adds to the counter, so it is refused too, and writes nothing.
+            #expect(throws: LedgerError.self) { _ = try log.append(try batch(sampleLine(value: 5))) }
+            #expect(try log.head().seq == 10)
+        }
+    }
+
     @Test("verifyProjections passes while another thread appends")
     func verifyDuringAppends() throws {
         try withTemporaryLedger { path in
