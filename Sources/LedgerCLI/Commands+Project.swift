@@ -172,7 +172,7 @@ extension Commands {
         var today = false
         if let text = arguments.value("date") {
             guard arguments.value("from") == nil, arguments.value(toOption) == nil else {
-                throw CLIError.usage("--date cannot be combined with --from or --to", usage: usage)
+                throw CLIError.usage("--date cannot be combined with --from or --\(toOption)", usage: usage)
             }
             if text == "today" {
                 today = true

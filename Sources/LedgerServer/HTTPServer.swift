@@ -385,6 +385,11 @@ public final class HTTPServer: @unchecked Sendable {
             filter.type = type
         }
         let (dateText, toText, toSeqText) = (argument("date"), argument("to"), argument("to_seq"))
+        // As the CLI: one day, or a range, not both (the day would silently win).
+        let upper = replay ? "to_date" : "to"
+        if dateText != nil, argument("from") != nil || argument(upper) != nil {
+            return .error(400, "'date' cannot be combined with 'from' or '\(upper)'")
+        }
         var today = false
         // In a replay `to` is the replay point, and `to_date` the last day (as `--to-date`).
         for (parameter, text, keyPath) in [("from", argument("from"), \RowFilter.from), ("to", toText, \RowFilter.to),

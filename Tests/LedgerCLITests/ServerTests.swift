@@ -112,6 +112,10 @@ struct ServerTests {
             }
             // Names compare ignoring case, as libmicrohttpd's lookups do.
             #expect(try get("/v1/projections/daily?USER=ann").status == 200)
+            // One day or a range, as the CLI: both is a 400, not the day silently winning.
+            #expect(try get("/v1/projections/daily?date=2026-11-29&to=2026-11-30").status == 400)
+            let both = try get("/v1/replay/daily?to_seq=2&date=2026-11-29&to_date=2026-11-30")
+            #expect(both.status == 400 && both.body.contains("'date' cannot be combined with 'from' or 'to_date'"), "\(both.body)")
             // to_date bounds the days of a replay, as `replay --to-date` does, with the same bytes.
             let replayed = try get("/v1/replay/daily?to_seq=2&to_date=2026-11-29")
             #expect(replayed.status == 200)
