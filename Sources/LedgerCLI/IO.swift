@@ -103,34 +103,31 @@ struct LineLimit {
     private var length = 0
 
     mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) {
-        var index = bytes.startIndex
+        var rest = bytes
         if applies == nil {
             // Blank lines count too: endless spaces are refused as any long line is.
-            while index < bytes.endIndex, EventInput.isSpace(bytes[index]) || [0xEF, 0xBB, 0xBF].contains(bytes[index]) {
-                if bytes[index] == 0x0A {
-                    line += 1
-                    length = 0
-                } else {
-                    length += 1
-                    try refuseLong()
-                }
-                index += 1
-            }
-            guard index < bytes.endIndex else { return }
-            applies = bytes[index] != UInt8(ascii: "[")
+            let first = bytes.firstIndex { !EventInput.isSpace($0) && !LineLimit.byteOrderMark.contains($0) } ?? bytes.endIndex
+            try count(bytes[..<first])
+            guard first < bytes.endIndex else { return }
+            applies = bytes[first] != UInt8(ascii: "[")
+            rest = bytes[first...]
         }
-        guard applies == true else { return }
-        while index < bytes.endIndex {
-            guard let newline = bytes[index...].firstIndex(of: 0x0A) else {
-                length += bytes.endIndex - index
-                break
-            }
+        if applies == true { try count(rest) }
+    }
+
+    private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+
+    /// Counts `bytes` into the current line, and a new line after each newline.
+    private mutating func count(_ bytes: ArraySlice<UInt8>) throws(InputError) {
+        var index = bytes.startIndex
+        while let newline = bytes[index...].firstIndex(of: 0x0A) {
             length += newline - index
             try refuseLong()
             line += 1
             length = 0
             index = newline + 1
         }
+        length += bytes.endIndex - index
         try refuseLong()
     }
 

@@ -117,12 +117,11 @@ public enum EventInput {
             return (parses, end)
         }
         let firstLine = parsesAlone(from: first)
+        if firstLine.parses { return .lines }
         // One line and nothing after it but blanks is NDJSON too, so that a truncated last
         // line is named as line 1, not as the line after its newline.
-        if firstLine.parses || !bytes[firstLine.end...].contains(where: { !isSpace($0) }) { return .lines }
-        if let second = bytes[firstLine.end...].firstIndex(where: { !isSpace($0) }), parsesAlone(from: second).parses {
-            return .lines
-        }
+        guard let second = bytes[firstLine.end...].firstIndex(where: { !isSpace($0) }) else { return .lines }
+        if parsesAlone(from: second).parses { return .lines }
         switch whole {
         case .failure(let error)?:
             throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")

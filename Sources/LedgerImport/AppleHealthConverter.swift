@@ -89,16 +89,9 @@ public struct AppleHealthConverter: Sendable {
             syncVersion = version
         }
         // Decided last, so that a record this path passes on to `event(for:)` is not counted
-        // twice in `unknownZones`.
-        var zoneName: String?
-        let recorded = record.metadata("HKTimeZone")
-        if let recorded, Zone.isValid(recorded) {
-            zoneName = recorded
-        } else if let zone {
-            guard Zone.isValid(zone) else { return nil }
-            zoneName = zone
-        }
-        if let recorded, zoneName != recorded { unknownZones.add() }
+        // twice in `unknownZones` (`--zone` is checked before an import starts).
+        let zoneName = sampleZone(record)
+        if let zoneName, zoneName == zone, !Zone.isValid(zoneName) { return nil }
         let id = derivedID(record, start: (startText, start), end: (endText, end), valueText: valueText,
                            sourceName: sourceName, device: cleanedDevice)
         let sample = Sample(user: user, type: type, value: value, unit: unit, start: start, end: end, zone: zoneName,
@@ -174,6 +167,16 @@ public struct AppleHealthConverter: Sendable {
         return Double(text)
     }
 
+    /// The sample's zone: the record's `HKTimeZone` when this machine knows it, else `zone`
+    /// (nil: the user's, else the ledger's). A zone named but not known is counted in
+    /// `unknownZones`.
+    private func sampleZone(_ record: HealthRecord) -> String? {
+        guard let recorded = record.metadata("HKTimeZone") else { return zone }
+        if Zone.isValid(recorded) { return recorded }
+        unknownZones.add()
+        return zone
+    }
+
     /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none (or an empty
     /// one), nil when it has one that is not a whole number.
     static func syncVersion(_ record: HealthRecord) -> Int64? {
@@ -201,12 +204,7 @@ public struct AppleHealthConverter: Sendable {
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
         ]
         if let unit = record.unit, !unit.isEmpty { object["unit"] = .string(unit) }
-        if let zoneName = record.metadata("HKTimeZone"), Zone.isValid(zoneName) {
-            object["zone"] = .string(zoneName)
-        } else {
-            if record.metadata("HKTimeZone") != nil { unknownZones.add() }
-            if let zone { object["zone"] = .string(zone) }
-        }
+        if let zoneName = sampleZone(record) { object["zone"] = .string(zoneName) }
         if let syncId = record.metadata("HKMetadataKeySyncIdentifier"), !syncId.isEmpty {
             object["syncId"] = .string(syncId)
             guard let version = AppleHealthConverter.syncVersion(record) else {
