@@ -110,6 +110,7 @@ extension EventLog {
         }
     }
 
-    /// LMDB's last committed transaction id: it moves whenever any process commits.
-    public var lastTransactionID: Int { environment.info.lastTransaction }
+    /// The id of the last transaction committed by any process that a read begun now sees: it
+    /// moves whenever one commits, and once it has moved every read sees that commit.
+    public var lastTransactionID: Int { environment.visibleTransaction }
 }

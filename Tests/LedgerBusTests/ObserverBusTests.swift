@@ -112,4 +112,40 @@ struct ObserverBusTests {
             #expect(heard.withLock { $0 } > 0)
         }
     }
+
+    /// LMDB writes a commit's meta page (what `mdb_env_info` reports) a disk flush before it
+    /// publishes the commit to new readers. A poller that took the first for "committed" read
+    /// the old snapshot, went back to waiting, and left the change unread until the next commit
+    /// or heartbeat (up to 15 s for an SSE subscriber). Spinning beside durable commits hits
+    /// that window in most of them.
+    @Test("once the last transaction id moves, a read begun after it sees the commit")
+    func transactionIDMovesOnlyWhenReadable() async throws {
+        try await withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let commits = 200
+            let done = Atomic(false)
+            let writer = Thread {
+                for minute in 0..<commits {
+                    _ = try? log.append(try! batch([sample("ann", minute: minute, value: 1)]))
+                }
+                done.store(true, ordering: .releasing)
+            }
+            writer.start()
+            var moves = 0, stale = 0
+            var last = log.lastTransactionID
+            var lastHead = try log.head().seq
+            while !done.load(ordering: .acquiring) || log.lastTransactionID != last {
+                let current = log.lastTransactionID
+                guard current != last else { continue }
+                let head = try log.head().seq
+                moves += 1
+                if head == lastHead { stale += 1 }
+                last = current
+                lastHead = head
+            }
+            #expect(try log.head().seq == UInt64(commits))
+            #expect(moves > 0)
+            #expect(stale == 0, "\(stale) of \(moves) moves of the transaction id came before the commit could be read")
+        }
+    }
 }

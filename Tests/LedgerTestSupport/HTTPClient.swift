@@ -260,9 +260,9 @@ public final class ServerProcess {
     public let port: UInt16
     private let output = Pipe()
 
-    public init(binary: String, db: String, arguments: [String] = []) throws {
+    public init(binary: String, db: String, heartbeat: Int = 1, arguments: [String] = []) throws {
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["serve", "--db", db, "--listen", "127.0.0.1:0", "--heartbeat", "1"] + arguments
+        process.arguments = ["serve", "--db", db, "--listen", "127.0.0.1:0", "--heartbeat", "\(heartbeat)"] + arguments
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()

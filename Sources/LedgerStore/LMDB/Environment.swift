@@ -211,6 +211,16 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// The id of the newest transaction that a read transaction begun now sees.
+    ///
+    /// Not `mdb_env_info`'s last transaction id: a commit writes its meta page (which that id
+    /// is read from) before it publishes the transaction to new readers, and with synchronous
+    /// meta writes the two are a disk flush apart. A poller that saw the id move and then read
+    /// could get the old snapshot and wait for the next commit with the change unread.
+    public var visibleTransaction: Int {
+        (try? read { Int(mdb_txn_id($0.handle)) }) ?? info.lastTransaction
+    }
+
     /// Sizes and positions from `mdb_env_info`.
     public var info: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
         var info = MDB_envinfo()
