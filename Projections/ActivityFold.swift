@@ -185,7 +185,7 @@ public final class ActivityFold {
     /// Takes the sample stored under `position` out of its days' buckets and forgets it.
     private func removeSample(at position: [UInt8], cause: Cause) throws {
         guard let bytes = try store.get(.samples, position) else { return }
-        let record = SampleRecord(decoding: bytes)
+        let record = try SampleRecord(decoding: bytes)
         try unplace(record, cause: cause)
         try store.delete(.samples, position)
         try store.delete(.userSamples, StateKey.userPosition(record.user, position))
@@ -220,7 +220,7 @@ public final class ActivityFold {
             try removeSample(at: position, cause: cause)
         case .amend:
             guard let bytes = try store.get(.samples, position) else { return }
-            var record = SampleRecord(decoding: bytes)
+            var record = try SampleRecord(decoding: bytes)
             try unplace(record, cause: cause)
             if let unit = correction.unit { record.unit = unit }
             if let value = correction.value { record.value = value }
@@ -251,7 +251,7 @@ public final class ActivityFold {
             }
             for position in positions {
                 guard let bytes = try store.get(.samples, position) else { continue }
-                let record = SampleRecord(decoding: bytes)
+                let record = try SampleRecord(decoding: bytes)
                 try unplace(record, cause: cause)
                 try place(record, at: position, user: user, cause: cause)
             }
@@ -261,7 +261,7 @@ public final class ActivityFold {
     private func changeAccess(_ change: AccessChange, adding: Bool, cause: Cause) throws {
         let userID = try self.userID(for: change.user)
         let key = StateKey.grant(userID, client: change.client)
-        let previous = try store.get(.grants, key).map(GrantValue.init(decoding:))
+        let previous = try store.get(.grants, key).map { (bytes) throws(DamagedState) in try GrantValue(decoding: bytes) }
         var value = previous ?? GrantValue(client: change.client, read: [], share: [], seq: 0, recorded: 0)
         if adding {
             value.read.formUnion(change.read)
@@ -364,7 +364,7 @@ public final class ActivityFold {
             }
         }
 
-        let previousDaily = try store.get(.daily, keyBytes).map(DailyValue.init(decoding:))
+        let previousDaily = try store.get(.daily, keyBytes).map { (bytes) throws(DamagedState) in try DailyValue(decoding: bytes) }
         let daily = DailyMerge.daily(shares)
         if daily != previousDaily {
             if let daily { try store.put(.daily, keyBytes, daily.encoded) } else { try store.delete(.daily, keyBytes) }
@@ -375,7 +375,7 @@ public final class ActivityFold {
             }
         }
 
-        let previousSources = try store.get(.perSource, keyBytes).map(PerSourceValue.decode) ?? []
+        let previousSources = try store.get(.perSource, keyBytes).map { (bytes) throws(DamagedState) in try PerSourceValue.decode(bytes) } ?? []
         let sources = DailyMerge.perSource(shares)
         if sources != previousSources {
             if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
@@ -399,9 +399,9 @@ public final class ActivityFold {
         let prefix = StateKey.userType(userType.user, userType.type)
         var latest: (day: Int, value: Double)?
         try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
-            let daily = DailyValue(decoding: value)
+            let daily = try DailyValue(decoding: value)
             guard daily.value != 0 else { return true }
-            latest = (StateKey.parseDay(key).day, daily.value)
+            latest = (try StateKey.parseDay(key).day, daily.value)
             return false
         }
         // The latest end lies in one of the last three bucketed days: local days of different
@@ -409,15 +409,15 @@ public final class ActivityFold {
         var latestEnd: Int64?
         var lastDay: Int?
         try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
-            let day = StateKey.parseDay(key).day
+            let day = try StateKey.parseDay(key).day
             if lastDay == nil { lastDay = day }
             guard day >= lastDay! - 2 else { return false }
-            let end = BucketEntry.latestEnd(value)
+            let end = try BucketEntry.latestEnd(value)
             if let end, end > (latestEnd ?? .min) { latestEnd = end }
             return true
         }
         let key = prefix
-        let previous = try store.get(.lastKnown, key).map(LastKnownValue.init(decoding:))
+        let previous = try store.get(.lastKnown, key).map { (bytes) throws(DamagedState) in try LastKnownValue(decoding: bytes) }
         if let previous, let latest, let latestEnd, previous.day == latest.day, previous.value == latest.value,
            previous.latestSampleEnd == latestEnd {
             return  // unchanged: keep the event that last changed it
@@ -448,7 +448,7 @@ public final class ActivityFold {
 
     private func markAllDays(user: UInt32, type: QuantityType, cause: Cause) throws {
         try store.scan(.buckets, prefix: StateKey.userType(user, type), reverse: false) { key, _ in
-            markDirty(DayKey(user: user, type: type, day: StateKey.parseDay(key).day), cause)
+            markDirty(DayKey(user: user, type: type, day: try StateKey.parseDay(key).day), cause)
             return true
         }
         for key in buckets.keys where key.user == user && key.type == type {
@@ -458,7 +458,7 @@ public final class ActivityFold {
 
     private func loadBucket(_ key: DayKey) throws {
         guard buckets[key] == nil else { return }
-        buckets[key] = try store.get(.buckets, key.bytes).map(BucketEntry.decode) ?? []
+        buckets[key] = try store.get(.buckets, key.bytes).map { (bytes) throws(DamagedState) in try BucketEntry.decode(bytes) } ?? []
     }
 
     private static let nextUserKey = Array("next-user".utf8)
@@ -474,14 +474,14 @@ public final class ActivityFold {
         let nameKey = StateKey.userName(name)
         if let stored = try store.get(.userNames, nameKey) {
             var reader = ByteReader(stored)
-            let id = reader.u32()
+            let id = try reader.u32()
             userIDs[bytes] = id
             return id
         }
         var next: UInt32 = 1
         if let stored = try store.get(.userNames, ActivityFold.nextUserKey) {
             var reader = ByteReader(stored)
-            next = reader.u32()
+            next = try reader.u32()
         }
         try store.put(.userNames, nameKey, StateKey.user(next))
         try store.put(.userNames, ActivityFold.nextUserKey, StateKey.user(next + 1))
@@ -493,9 +493,9 @@ public final class ActivityFold {
     private func userState(_ id: UInt32) throws -> UserState {
         if let state = users[id] { return state }
         guard let bytes = try store.get(.users, StateKey.user(id)) else {
-            preconditionFailure("user \(id) has a key but no state: projection state is inconsistent")
+            throw DamagedState(reason: "user \(id) has a key but no state")
         }
-        let state = UserState(decoding: bytes)
+        let state = try UserState(decoding: bytes)
         users[id] = state
         return state
     }

@@ -38,13 +38,13 @@ public struct ProjectionQuery {
                     let table: StateTable = projection == .daily ? .daily : .perSource
                     let prefix = StateKey.userType(userID, type)
                     try store.scan(table, prefix: prefix, reverse: false) { key, value in
-                        let day = StateKey.parseDay(key).day
+                        let day = try StateKey.parseDay(key).day
                         if let from = filter.from, day < from.daysSinceEpoch { return true }
                         if let to = filter.to, day > to.daysSinceEpoch { return false }
                         if projection == .daily {
-                            rows.append(RowBuilder.daily(user: name, type: type, day: day, DailyValue(decoding: value)))
+                            rows.append(RowBuilder.daily(user: name, type: type, day: day, try DailyValue(decoding: value)))
                         } else {
-                            for source in PerSourceValue.decode(value) {
+                            for source in try PerSourceValue.decode(value) {
                                 rows.append(RowBuilder.perSource(user: name, type: type, day: day, source))
                             }
                         }
@@ -54,7 +54,7 @@ public struct ProjectionQuery {
             case .lastKnown:
                 for type in ProjectionQuery.typesByName where filter.type == nil || filter.type == type {
                     guard let value = try store.get(.lastKnown, StateKey.userType(userID, type)) else { continue }
-                    let known = LastKnownValue(decoding: value)
+                    let known = try LastKnownValue(decoding: value)
                     if let from = filter.from, known.day < from.daysSinceEpoch { continue }
                     if let to = filter.to, known.day > to.daysSinceEpoch { continue }
                     rows.append(RowBuilder.lastKnown(user: name, type: type, known))
@@ -62,7 +62,7 @@ public struct ProjectionQuery {
             case .grants:
                 var grants: [GrantValue] = []
                 try store.scan(.grants, prefix: StateKey.user(userID), reverse: false) { _, value in
-                    let grant = GrantValue(decoding: value)
+                    let grant = try GrantValue(decoding: value)
                     if let type = filter.type, !grant.read.contains(type), !grant.share.contains(type) { return true }
                     grants.append(grant)
                     return true
@@ -82,10 +82,10 @@ public struct ProjectionQuery {
         let last = to?.daysSinceEpoch
         let prefix = StateKey.userType(userID, type)
         try store.scanInPlace(.daily, prefix: prefix) { key, value in
-            let day = StateKey.parseDay(key).day
+            let day = try StateKey.parseDay(key).day
             if let first, day < first { return true }
             if let last, day > last { return false }
-            let daily = DailyValue(decoding: value)
+            let daily = try DailyValue(decoding: value)
             totals.append(DailyTotal(date: CivilDate(daysSinceEpoch: day), value: daily.value,
                                      samples: daily.samples, sources: daily.sources))
             return true
@@ -97,15 +97,15 @@ public struct ProjectionQuery {
     public func profileZone(of user: String) throws -> String? {
         guard let idBytes = try store.get(.userNames, StateKey.userName(user)),
               let state = try store.get(.users, idBytes) else { return nil }
-        return UserState(decoding: state).zone
+        return try UserState(decoding: state).zone
     }
 
     /// The grants of `user` to `client`: read and share types, for access checks.
     public func grant(user: String, client: String) throws -> (read: Set<QuantityType>, share: Set<QuantityType>) {
         guard let idBytes = try store.get(.userNames, StateKey.userName(user)) else { return ([], []) }
         var reader = ByteReader(idBytes)
-        guard let value = try store.get(.grants, StateKey.grant(reader.u32(), client: client)) else { return ([], []) }
-        let grant = GrantValue(decoding: value)
+        guard let value = try store.get(.grants, StateKey.grant(try reader.u32(), client: client)) else { return ([], []) }
+        let grant = try GrantValue(decoding: value)
         return (grant.read, grant.share)
     }
 
@@ -113,12 +113,12 @@ public struct ProjectionQuery {
         if let only {
             guard let idBytes = try store.get(.userNames, StateKey.userName(only)) else { return [] }
             var reader = ByteReader(idBytes)
-            return [(reader.u32(), only)]
+            return [(try reader.u32(), only)]
         }
         var result: [(UInt32, String)] = []
         try store.scan(.users, prefix: [], reverse: false) { key, value in
             var reader = ByteReader(key)
-            result.append((reader.u32(), UserState(decoding: value).name))
+            result.append((try reader.u32(), try UserState(decoding: value).name))
             return true
         }
         return result.sorted { $0.1.utf8.lexicographicallyPrecedes($1.1.utf8) }

@@ -28,14 +28,17 @@ public enum StateKey {
     }
 
     /// Splits a day key back into its parts.
-    public static func parseDay(_ key: [UInt8]) -> (user: UInt32, type: QuantityType, day: Int) {
-        key.withUnsafeBytes { parseDay($0) }
+    public static func parseDay(_ key: [UInt8]) throws(DamagedState) -> (user: UInt32, type: QuantityType, day: Int) {
+        try key.withUnsafeBytes { bytes in Result { () throws(DamagedState) in try parseDay(bytes) } }.get()
     }
 
     /// `parseDay` of a key read in place.
-    public static func parseDay(_ key: UnsafeRawBufferPointer) -> (user: UInt32, type: QuantityType, day: Int) {
-        (UInt32(bigEndian: key.loadUnaligned(as: UInt32.self)), QuantityType(code: key[4])!,
-         Int(Int32(bitPattern: UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 5, as: UInt32.self)) ^ 0x8000_0000)))
+    public static func parseDay(_ key: UnsafeRawBufferPointer) throws(DamagedState) -> (user: UInt32, type: QuantityType, day: Int) {
+        guard key.count == 9 else { throw DamagedState(reason: "a stored day key is \(key.count) bytes, not 9") }
+        guard let type = QuantityType(code: key[4]) else { throw DamagedState(reason: "a stored day key names type code \(key[4])") }
+        let day = Int(Int32(bitPattern: UInt32(bigEndian: key.loadUnaligned(fromByteOffset: 5, as: UInt32.self)) ^ 0x8000_0000))
+        guard ByteReader.days.contains(day) else { throw DamagedState(reason: "a stored day key holds day \(day)") }
+        return (UInt32(bigEndian: key.loadUnaligned(as: UInt32.self)), type, day)
     }
 
     /// A sample's seq (8 bytes, big-endian): the key of its state.
@@ -95,18 +98,19 @@ struct UserState: Equatable {
 
     init(name: String) { self.name = name }
 
-    init(decoding bytes: [UInt8]) {
+    init(decoding bytes: [UInt8]) throws(DamagedState) {
         var reader = ByteReader(bytes)
-        name = reader.string()
-        let zoneText = reader.string()
+        name = try reader.string()
+        let zoneText = try reader.string()
         zone = zoneText.isEmpty ? nil : zoneText
         for type in QuantityType.allCases {
-            let listCount = reader.u32()
-            if listCount > 0 { priority[type] = (0..<(listCount - 1)).map { _ in reader.string() } }
-            let seenCount = reader.u32()
-            if seenCount > 0 { sources[type] = (0..<seenCount).map { _ in reader.string() } }
+            // A list's count is stored plus one (0: no list given).
+            let listCount = try reader.count(ofItemsOfAtLeast: 4)
+            if listCount > 0 { priority[type] = try reader.items(listCount - 1) { (r) throws(DamagedState) in try r.string() } }
+            let seenCount = try reader.count(ofItemsOfAtLeast: 4)
+            if seenCount > 0 { sources[type] = try reader.items(seenCount) { (r) throws(DamagedState) in try r.string() } }
         }
-        zones = (0..<reader.u32()).map { _ in reader.string() }
+        zones = try reader.items(try reader.count(ofItemsOfAtLeast: 4)) { (r) throws(DamagedState) in try r.string() }
     }
 
     /// Lower is higher priority: listed sources by their place in the list, then the others
@@ -168,19 +172,19 @@ struct SampleRecord: Equatable {
         self.days = days
     }
 
-    init(decoding bytes: [UInt8]) {
+    init(decoding bytes: [UInt8]) throws(DamagedState) {
         var reader = ByteReader(bytes)
-        id = reader.uuid()
-        user = reader.u32()
-        type = QuantityType(code: reader.u8())!
-        source = reader.string()
-        value = reader.f64()
-        unit = reader.string()
-        start = Timestamp(microseconds: reader.i64())
-        end = Timestamp(microseconds: reader.i64())
-        let zoneText = reader.string()
+        id = try reader.uuid()
+        user = try reader.u32()
+        type = try reader.type()
+        source = try reader.string()
+        value = try reader.f64()
+        unit = try reader.string()
+        start = Timestamp(microseconds: try reader.instant())
+        end = Timestamp(microseconds: try reader.instant())
+        let zoneText = try reader.string()
         zone = zoneText.isEmpty ? nil : zoneText
-        days = (0..<reader.u32()).map { _ in Int(reader.i64()) }
+        days = try reader.items(try reader.count(ofItemsOfAtLeast: 8)) { (r) throws(DamagedState) in try r.day() }
     }
 }
 
@@ -209,26 +213,26 @@ struct BucketEntry: Equatable {
         return writer.bytes
     }
 
-    static func decode(_ bytes: [UInt8]) -> [BucketEntry] {
+    static func decode(_ bytes: [UInt8]) throws(DamagedState) -> [BucketEntry] {
         var reader = ByteReader(bytes)
-        return (0..<reader.u32()).map { _ in
-            BucketEntry(id: reader.uuid(), source: reader.string(), zone: reader.string(),
-                        start: reader.i64(), end: reader.i64(), value: reader.f64())
+        return try reader.items(try reader.count(ofItemsOfAtLeast: 48)) { (r) throws(DamagedState) in
+            BucketEntry(id: try r.uuid(), source: try r.string(), zone: try r.string(),
+                        start: try r.instant(), end: try r.instant(), value: try r.f64())
         }
     }
 
     /// `decode(bytes).map(\.end).max()` without making the entries (no strings): what
     /// `last-known` needs from each recent bucket after every batch.
-    static func latestEnd(_ bytes: [UInt8]) -> Int64? {
+    static func latestEnd(_ bytes: [UInt8]) throws(DamagedState) -> Int64? {
         var reader = ByteReader(bytes)
         var latest: Int64?
-        for _ in 0..<reader.u32() {
-            reader.offset += 16
-            reader.offset += Int(reader.u32())
-            reader.offset += Int(reader.u32())
-            reader.offset += 8
-            let end = reader.i64()
-            reader.offset += 8
+        for _ in 0..<(try reader.count(ofItemsOfAtLeast: 48)) {
+            try reader.skip(16)
+            try reader.skip(Int(try reader.u32()))
+            try reader.skip(Int(try reader.u32()))
+            try reader.skip(8)
+            let end = try reader.instant()
+            try reader.skip(8)
             if end > (latest ?? .min) { latest = end }
         }
         return latest
@@ -255,12 +259,13 @@ struct DailyValue: Equatable {
         self.sources = sources
     }
 
-    init(decoding bytes: [UInt8]) {
-        self = bytes.withUnsafeBytes { DailyValue(decoding: $0) }
+    init(decoding bytes: [UInt8]) throws(DamagedState) {
+        self = try bytes.withUnsafeBytes { raw in Result { () throws(DamagedState) in try DailyValue(decoding: raw) } }.get()
     }
 
     /// Decodes a value read in place.
-    init(decoding bytes: UnsafeRawBufferPointer) {
+    init(decoding bytes: UnsafeRawBufferPointer) throws(DamagedState) {
+        guard bytes.count == 16 else { throw DamagedState(reason: "a stored daily value is \(bytes.count) bytes, not 16") }
         value = Double(bitPattern: UInt64(bigEndian: bytes.loadUnaligned(as: UInt64.self)))
         samples = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 8, as: UInt32.self)))
         sources = Int(UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: 12, as: UInt32.self)))
@@ -290,10 +295,10 @@ struct PerSourceValue: Equatable {
         return writer.bytes
     }
 
-    static func decode(_ bytes: [UInt8]) -> [PerSourceValue] {
+    static func decode(_ bytes: [UInt8]) throws(DamagedState) -> [PerSourceValue] {
         var reader = ByteReader(bytes)
-        return (0..<reader.u32()).map { _ in
-            PerSourceValue(source: reader.string(), value: reader.f64(), samples: Int(reader.u32()))
+        return try reader.items(try reader.count(ofItemsOfAtLeast: 16)) { (r) throws(DamagedState) in
+            PerSourceValue(source: try r.string(), value: try r.f64(), samples: Int(try r.u32()))
         }
     }
 }
@@ -324,13 +329,13 @@ struct LastKnownValue: Equatable {
         self.recorded = recorded
     }
 
-    init(decoding bytes: [UInt8]) {
+    init(decoding bytes: [UInt8]) throws(DamagedState) {
         var reader = ByteReader(bytes)
-        day = Int(reader.i64())
-        value = reader.f64()
-        latestSampleEnd = reader.i64()
-        seq = reader.u64()
-        recorded = reader.i64()
+        day = try reader.day()
+        value = try reader.f64()
+        latestSampleEnd = try reader.instant()
+        seq = try reader.u64()
+        recorded = try reader.instant()
     }
 }
 
@@ -368,12 +373,12 @@ struct GrantValue: Equatable {
         self.recorded = recorded
     }
 
-    init(decoding bytes: [UInt8]) {
+    init(decoding bytes: [UInt8]) throws(DamagedState) {
         var reader = ByteReader(bytes)
-        client = reader.string()
-        read = GrantValue.types(reader.u8())
-        share = GrantValue.types(reader.u8())
-        seq = reader.u64()
-        recorded = reader.i64()
+        client = try reader.string()
+        read = GrantValue.types(try reader.u8())
+        share = GrantValue.types(try reader.u8())
+        seq = try reader.u64()
+        recorded = try reader.instant()
     }
 }

@@ -223,7 +223,10 @@ public final class EventLog: Sendable {
     func metaNumber(_ key: [UInt8], in txn: Transaction) throws -> UInt64? {
         guard let bytes = try txn.get(meta, key) else { return nil }
         guard bytes.count == 8 else {
-            throw LedgerError.damaged(path: path, reason: "'meta' holds \(bytes.count) bytes under '\(String(decoding: key, as: UTF8.self))', not 8")
+            let reason = "'meta' holds \(bytes.count) bytes under '\(String(decoding: key, as: UTF8.self))', not 8"
+            // The projections' version and position are derived, as the projections are.
+            if key == EventLog.projectionVersionKey || key == EventLog.projectionPositionKey { throw DamagedState(reason: reason) }
+            throw LedgerError.damaged(path: path, reason: reason)
         }
         return UInt64(bigEndianBytes: bytes)
     }

@@ -536,6 +536,36 @@ struct EventLogTests {
         }
     }
 
+    /// The projections are derived, so damage to them is named, nothing is written on top of
+    /// it, and `rebuild` repairs it; before, a damaged record trapped every reader.
+    @Test("a damaged projection record or position is an error naming rebuild, and rebuild repairs it")
+    func damagedProjectionState() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 10)
+            // user 1's steps: a last-known record whose day no calendar holds.
+            try putRaw(path, "p.lastKnown", StateKey.userType(1, .steps), [0x7F] + [UInt8](repeating: 0xFF, count: 39))
+            let log = try EventLog(path: path, create: false)
+            #expect(throws: DamagedState.self) { _ = try log.rows(.lastKnown, filter: RowFilter()) }
+            #expect(throws: DamagedState.self) { _ = try log.verifyProjections() }
+            #expect(throws: DamagedState.self) { _ = try log.append(try batch(sampleLine(value: 5))) }
+            #expect(try log.head().seq == 10)
+            _ = try log.rebuildProjections()
+            #expect(try log.verifyProjections() > 0)
+            #expect(try log.rows(.lastKnown, filter: RowFilter()).count == 1)
+        }
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 10)
+            try putRaw(path, "meta", Array("projections.position".utf8), [1])
+            let log = try EventLog(path: path, create: false)
+            #expect(performing: { _ = try log.rows(.daily, filter: RowFilter()) }, throws: { error in
+                (error as? DamagedState)?.description.contains("'meta' holds 1 bytes under 'projections.position', not 8") == true
+                    && "\(error)".contains("'ledger rebuild'")
+            })
+            _ = try log.rebuildProjections()
+            #expect(try log.verifyProjections() > 0)
+        }
+    }
+
     @Test("verifyProjections passes while another thread appends")
     func verifyDuringAppends() throws {
         try withTemporaryLedger { path in

@@ -6,10 +6,10 @@ import Testing
 @Suite("state records")
 struct StateRecordTests {
     @Test("a bucket's latest end, read without decoding its entries, is the decoded entries' latest end")
-    func latestEnd() {
+    func latestEnd() throws {
         var random = SplitMix64(seed: 31)
         let names = ["", "iPhone", "Apple Watch de Zoë", "🏃 tracker", String(repeating: "x", count: 300)]
-        #expect(BucketEntry.latestEnd(BucketEntry.encode([])) == nil)
+        #expect(try BucketEntry.latestEnd(BucketEntry.encode([])) == nil)
         for _ in 0..<500 {
             let entries = (0..<Int(random.next() % 40)).map { _ in
                 BucketEntry(id: UUID(bytes: (0..<16).map { _ in UInt8(truncatingIfNeeded: random.next()) }),
@@ -20,8 +20,51 @@ struct StateRecordTests {
                             value: Double(random.next() % 10_000) / 7)
             }
             let bytes = BucketEntry.encode(entries)
-            #expect(BucketEntry.latestEnd(bytes) == BucketEntry.decode(bytes).map(\.end).max())
-            #expect(BucketEntry.latestEnd(bytes) == entries.map(\.end).max())
+            #expect(try BucketEntry.latestEnd(bytes) == BucketEntry.decode(bytes).map(\.end).max())
+            #expect(try BucketEntry.latestEnd(bytes) == entries.map(\.end).max())
         }
+    }
+
+    /// State records come from the file: one cut short, overwritten or made up must be an
+    /// error that names the damage (`DamagedState`), never a trap or a read past its end.
+    @Test("every damaged state record is an error, not a trap (every cut, seeded random bytes)")
+    func damagedRecords() throws {
+        var user = UserState(name: "ann")
+        user.zone = "Europe/Paris"
+        user.priority[.steps] = ["Watch", "iPhone"]
+        user.sources[.steps] = ["iPhone"]
+        user.zones = ["UTC", "Europe/Paris"]
+        let sample = SampleRecord(id: UUID(), user: 7, type: .distance, source: "iPhone", value: 1.5, unit: "km",
+                                  start: Timestamp(microseconds: 1), end: Timestamp(microseconds: 2), zone: "UTC", days: [20_000, 20_001])
+        let entry = BucketEntry(id: UUID(), source: "Watch", zone: "UTC", start: 1, end: 2, value: 3)
+        let decoders: [(name: String, bytes: [UInt8], decode: ([UInt8]) throws -> Void)] = [
+            ("user", user.encoded, { _ = try UserState(decoding: $0) }),
+            ("sample", sample.encoded, { _ = try SampleRecord(decoding: $0) }),
+            ("bucket", BucketEntry.encode([entry, entry]), { _ = try BucketEntry.decode($0) }),
+            ("bucket end", BucketEntry.encode([entry, entry]), { _ = try BucketEntry.latestEnd($0) }),
+            ("daily", DailyValue(value: 1, samples: 2, sources: 1).encoded, { _ = try DailyValue(decoding: $0) }),
+            ("per-source", PerSourceValue.encode([PerSourceValue(source: "iPhone", value: 1, samples: 1)]), { _ = try PerSourceValue.decode($0) }),
+            ("last-known", LastKnownValue(day: 1, value: 2, latestSampleEnd: 3, seq: 4, recorded: 5).encoded, { _ = try LastKnownValue(decoding: $0) }),
+            ("grant", GrantValue(client: "coach", read: [.steps], share: [], seq: 1, recorded: 2).encoded, { _ = try GrantValue(decoding: $0) }),
+            ("day key", StateKey.day(1, .steps, 20_000), { _ = try StateKey.parseDay($0) }),
+        ]
+        var random = SplitMix64(seed: 7)
+        for decoder in decoders {
+            try decoder.decode(decoder.bytes)  // the record as written decodes
+            for cut in 0..<decoder.bytes.count {
+                #expect(throws: DamagedState.self, "\(decoder.name) cut to \(cut) bytes") { try decoder.decode(Array(decoder.bytes.prefix(cut))) }
+            }
+            for _ in 0..<300 {
+                var damaged = decoder.bytes
+                damaged[Int(random.next() % UInt64(damaged.count))] = UInt8(truncatingIfNeeded: random.next())
+                if random.next() % 2 == 0 { damaged = (0..<Int(random.next() % 64)).map { _ in UInt8(truncatingIfNeeded: random.next()) } }
+                do { try decoder.decode(damaged) } catch is DamagedState {}
+            }
+        }
+        // A count no record could hold is refused before room is made for it.
+        var huge = ByteWriter()
+        huge.u32(.max)
+        #expect(throws: DamagedState.self) { try BucketEntry.decode(huge.bytes) }
+        #expect(throws: DamagedState.self) { try StateKey.parseDay([0, 0, 0, 1, 9, 0, 0, 0, 0]) }  // type code 9
     }
 }
