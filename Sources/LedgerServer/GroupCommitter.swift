@@ -20,6 +20,7 @@ final class GroupCommitter: Sendable {
     private let log: EventLog
     private let queue = Mutex<(jobs: [Job], running: Bool)>(([], true))
     private let wakeup = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
     private let afterCommit: @Sendable () -> Void
     private let commitCount = Atomic<Int>(0)
 
@@ -35,14 +36,28 @@ final class GroupCommitter: Sendable {
         thread.start()
     }
 
-    func submit(_ job: Job) {
-        queue.withLock { $0.jobs.append(job) }
-        wakeup.signal()
+    /// Queues `job`, calling `suspend` first (under the queue's lock, so the job cannot be
+    /// answered before it); false, with neither done, once `stop` has begun.
+    func submit(suspend: () -> Void, _ job: Job) -> Bool {
+        let accepted = queue.withLock { state -> Bool in
+            guard state.running else { return false }
+            suspend()
+            state.jobs.append(job)
+            return true
+        }
+        if accepted { wakeup.signal() }
+        return accepted
     }
 
+    /// Refuses new jobs, and returns once every job queued before has been committed and its
+    /// completion has run.
     func stop() {
-        queue.withLock { $0.running = false }
+        let first = queue.withLock { state -> Bool in
+            defer { state.running = false }
+            return state.running
+        }
         wakeup.signal()
+        if first { finished.wait() }
     }
 
     private func run() {
@@ -64,7 +79,10 @@ final class GroupCommitter: Sendable {
                 for (job, result) in zip(jobs, results) { job.completion(result) }
                 afterCommit()
             }
-            if !running { return }
+            if !running {
+                finished.signal()
+                return
+            }
         }
     }
 }

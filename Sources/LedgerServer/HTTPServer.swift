@@ -113,12 +113,16 @@ public final class HTTPServer: @unchecked Sendable {
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
     }
 
-    /// Ends every stream, stops accepting, finishes queued writes, and stops the daemon.
+    /// Ends every stream, finishes queued writes (answering each), and stops the daemon.
+    ///
+    /// libmicrohttpd aborts the process when it is stopped with a connection still suspended,
+    /// so every suspended connection is resumed first: streams are told to close (one that
+    /// opens from now on closes at once), and the writer commits and answers every queued POST
+    /// before `stop` returns (a POST that arrives from now on gets a 503 without suspending).
     public func stop() {
         running.withLock { $0 = false }
         let all = streams.withLock { Array($0.values) }
         all.forEach { $0.wake(closing: true) }
-        Thread.sleep(forTimeInterval: 0.05)
         committer?.stop()
         bus.stop()
         if let daemon { mhd.stopDaemon(daemon) }
@@ -131,7 +135,12 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     func register(_ stream: EventStream) {
-        streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+        // Under `running`'s lock, so a stream is either seen by `stop` or told to close here.
+        let open = running.withLock { running in
+            streams.withLock { $0[ObjectIdentifier(stream)] = stream }
+            return running
+        }
+        if !open { stream.wake(closing: true) }
     }
 
     func unregister(_ stream: EventStream) {
@@ -290,10 +299,11 @@ public final class HTTPServer: @unchecked Sendable {
             expectHead = seq
         }
         request.submitted = true
-        mhd.suspendConnection(connection)
         let metrics = self.metrics
         let suspended = SuspendedConnection(pointer: connection)
-        committer.submit(GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
+        // Suspended only once the writer has taken the job: a stopping writer refuses it, and a
+        // connection suspended with nobody to resume it would abort libmicrohttpd's shutdown.
+        let accepted = committer.submit(suspend: { self.mhd.suspendConnection(connection) }, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
             let response: Response
             switch result {
             case .success(let appended):
@@ -322,6 +332,7 @@ public final class HTTPServer: @unchecked Sendable {
             request.lock.withLock { $0 = response }
             self.mhd.resumeConnection(suspended.pointer)
         })
+        guard accepted else { return queue(.error(503, "the server is shutting down; nothing was written"), on: connection) }
         return .YES
     }
 

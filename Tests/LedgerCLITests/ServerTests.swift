@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import LedgerTestSupport
+import Synchronization
 import Testing
 
 /// A step sample for `user` on 2026-11-29 at `minute` past 08:00 UTC.
@@ -244,6 +245,43 @@ struct ServerTests {
                 }
             }
             #expect(late.isEmpty, "commit \(late) reached a subscriber only after 2 s")
+        }
+    }
+
+    /// libmicrohttpd aborts when stopped with a connection suspended, and a POST waiting for
+    /// its group commit is one: SIGTERM under load ended the server with SIGABRT (exit 134).
+    @Test("SIGTERM while POSTs wait for their commit answers them and exits 0")
+    func stopUnderLoad() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            for round in 0..<3 {
+                let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth"])
+                let stop = Atomic(false)
+                let answered = Atomic(0)
+                let port = server.port
+                let writers = (0..<4).map { writer in
+                    Thread {
+                        var index = 0
+                        while !stop.load(ordering: .relaxed) {
+                            index += 1
+                            let line = step("r\(round)w\(writer)", minute: index % 60, value: index)
+                            if let response = try? http("POST", port: port, path: "/v1/events", body: Array(line.utf8)),
+                               response.status == 200 || response.status == 503 {
+                                answered.add(1, ordering: .relaxed)
+                            }
+                        }
+                    }
+                }
+                writers.forEach { $0.start() }
+                while answered.load(ordering: .relaxed) < 20 { usleep(10_000) }
+                let status = server.stop()
+                stop.store(true, ordering: .relaxed)
+                #expect(server.process.terminationReason == .exit, "round \(round): killed by signal \(status)")
+                #expect(status == 0, "round \(round)")
+                usleep(100_000)  // the writers see the port closed and stop
+            }
+            let verified = try runProcess(binary, ["verify", "--db", db])
+            #expect(verified.status == 0, "\(verified.stderr)")
         }
     }
 
