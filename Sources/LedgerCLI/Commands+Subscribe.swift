@@ -30,19 +30,22 @@ extension Commands {
     static let subscribeCommand = Command(
         name: "subscribe",
         abstract: "Stream projection changes (or events) as NDJSON until interrupted.",
-        usage: "ledger subscribe NAME|events [--db PATH] [--user U] [--type T] [--from SEQ|now]",
+        usage: "ledger subscribe NAME|events [--db PATH] [--user U] [--type T] [--from SEQ|SEQ.K|now]",
         discussion: """
         Prints every change caused by events after SEQ, in seq order, then live changes as \
         other processes append, one JSON object per line, each written out at once: \
         {"seq":N,"projection":"daily","row":{…},"previous":{…}|null}. Resume after a \
-        disconnect with --from the last seq you saw: nothing is lost or repeated. Changes are \
-        read from the log, so a slow reader never slows writers. Ctrl-C ends it with exit 130.
+        disconnect with --from the last seq you saw: nothing is lost or repeated. A process \
+        killed outright may stop inside a seq that changed many rows: resume with --from \
+        SEQ.K, where K+1 is the number of lines of SEQ you have (as SSE event ids). Changes \
+        are read from the log, so a slow reader never slows writers. Ctrl-C ends it with exit \
+        130, after the last change of a seq.
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known, grants, or events for the events themselves.")],
         options: [helpOption, dbOption,
                   OptionSpec(name: "user", value: "U", help: "Only changes of user U."),
                   OptionSpec(name: "type", value: "T", help: "Only changes of type T."),
-                  OptionSpec(name: "from", value: "SEQ|now", help: "Start after this seq (default: now, only new changes).")],
+                  OptionSpec(name: "from", value: "SEQ|SEQ.K|now", help: "Start after this seq, or after change K of SEQ (default: now, only new changes).")],
         maxPositionals: 1
     ) { arguments, context in
         let usage = arguments.usage
@@ -61,8 +64,15 @@ extension Commands {
         if let type = try parseTypeOption(arguments) { filter.type = type }
         let log = try context.openLog(arguments, create: false)
         var cursor: UInt64
+        // Changes of seq `cursor + 1` the reader already has (`--from SEQ.K`).
+        var skipOfNext = 0
         switch arguments.value("from") ?? "now" {
         case "now": cursor = try log.head().seq
+        case let text where text.contains(".") && !eventsOnly:
+            guard let position = ChangePosition(text) else {
+                throw CLIError.usage("'--from' must be a seq, now, or SEQ.K (the changes 0…K of seq SEQ already had), got '\(text)'", usage: usage)
+            }
+            (cursor, skipOfNext) = (position.after, position.sentOfNext)
         case let text: cursor = try parseCount(text, option: "from", usage: usage)
         }
         catchInterrupts()
@@ -83,9 +93,20 @@ extension Commands {
                 }
             } else {
                 let (changes, through) = try log.changes(after: cursor, filter: filter)
+                var lines: [UInt8] = []
+                var skipped = 0
                 for change in changes {
-                    context.stdout.write(bytes: change.json + [0x0A])
+                    if change.seq == cursor &+ 1, skipped < skipOfNext {
+                        skipped += 1
+                        continue
+                    }
+                    lines += change.json
+                    lines.append(0x0A)
                 }
+                // One write for the page, which ends between two seqs: a process killed
+                // outright then stops between seqs, unless that one write is cut short.
+                if !lines.isEmpty { context.stdout.write(bytes: lines) }
+                if through > cursor { skipOfNext = 0 }
                 // A page with no match still moved the cursor: read on without waiting.
                 wrote = !changes.isEmpty || through != cursor
                 cursor = through

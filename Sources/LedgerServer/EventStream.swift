@@ -39,28 +39,6 @@ final class EventStream: @unchecked Sendable {
     }
     private let lock = Mutex(WakeState())
 
-    /// Where a client resumes: after seq `after`, skipping `sentOfNext` changes of the seq after.
-    struct Position: Equatable {
-        var after: UInt64
-        var sentOfNext = 0
-
-        /// `SEQ` (everything of SEQ was received) or `SEQ.K` (changes 0…K of SEQ were).
-        init?(_ text: String) {
-            let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-            guard let seq = parts.first.flatMap({ UInt64($0) }) else { return nil }
-            switch parts.count {
-            case 1:
-                after = seq
-            case 2:
-                guard seq > 0, let k = Int(parts[1]), k >= 0, k < Int.max else { return nil }
-                after = seq - 1
-                sentOfNext = k + 1
-            default:
-                return nil
-            }
-        }
-    }
-
     init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, client: APIClient?,
          cursor: UInt64, sentOfNext: Int = 0) {
         self.connection = connection

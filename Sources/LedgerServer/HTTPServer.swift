@@ -492,7 +492,7 @@ public final class HTTPServer: @unchecked Sendable {
         var cursor: UInt64
         var sentOfNext = 0
         if let resume, resume != "now" {
-            guard let position = EventStream.Position(resume) else {
+            guard let position = ChangePosition(resume) else {
                 return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"), on: connection)
             }
             (cursor, sentOfNext) = (position.after, position.sentOfNext)

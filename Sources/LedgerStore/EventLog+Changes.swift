@@ -114,3 +114,26 @@ extension EventLog {
     /// moves whenever one commits, and once it has moved every read sees that commit.
     public var lastTransactionID: Int { environment.visibleTransaction }
 }
+
+/// Where a subscriber resumes: after seq `after`, skipping the first `sentOfNext` changes (of
+/// those it receives) of the seq after. The text is an SSE event id or a `subscribe --from`:
+/// `SEQ` (everything of SEQ was received) or `SEQ.K` (its changes 0…K were).
+public struct ChangePosition: Equatable, Sendable {
+    public var after: UInt64
+    public var sentOfNext = 0
+
+    public init?(_ text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard let seq = parts.first.flatMap({ UInt64($0) }) else { return nil }
+        switch parts.count {
+        case 1:
+            after = seq
+        case 2:
+            guard seq > 0, let k = Int(parts[1]), k >= 0, k < Int.max else { return nil }
+            after = seq - 1
+            sentOfNext = k + 1
+        default:
+            return nil
+        }
+    }
+}

@@ -534,6 +534,51 @@ struct ServerTests {
             #expect(process.terminationStatus == 130)
         }
     }
+
+    /// A subscriber killed outright can stop inside a seq that changed many rows; the lines
+    /// carry the seq but not their place in it, so `--from SEQ` alone lost the rest of it.
+    @Test("subscribe --from SEQ.K resumes inside a seq that changed many rows, as SSE ids do")
+    func cliSubscribeInsideASeq() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            var samples: [String] = []
+            for day in 1...4 {
+                for (source, value) in [("iPhone", 600), ("Watch", 500)] {
+                    samples.append(#"{"kind":"sample","user":"ann","type":"steps","value":\#(value),"start":"2026-11-0\#(day)T08:00:00Z","end":"2026-11-0\#(day)T08:10:00Z","source":"\#(source)"}"#)
+                }
+            }
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(samples.joined(separator: "\n").utf8)).status == 0)
+            // Seq 9 puts the Watch first: one event, four daily rows.
+            let profile = #"{"kind":"profile","user":"ann","priority":{"steps":["Watch","iPhone"]}}"#
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(profile.utf8)).status == 0)
+            func subscribe(from position: String, expecting count: Int) throws -> [String] {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: binary)
+                process.arguments = ["subscribe", "daily", "--from", position, "--db", db]
+                let output = Pipe()
+                process.standardOutput = output
+                try process.run()
+                defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+                let reader = LineReader(handle: output.fileHandleForReading)
+                var lines: [String] = []
+                for _ in 0..<count { lines.append(try #require(reader.line(timeout: 30))) }
+                // The backlog comes at once: nothing more within half a second.
+                if let extra = reader.line(timeout: 0.5) { lines.append(extra) }
+                kill(process.processIdentifier, SIGINT)
+                process.waitUntilExit()
+                return lines
+            }
+            let all = try subscribe(from: "8", expecting: 4)
+            #expect(all.count == 4 && all.allSatisfy { $0.hasPrefix(#"{"seq":9,"projection":"daily""#) }, "\(all)")
+            #expect(try subscribe(from: "9.0", expecting: 3) == Array(all.dropFirst()))
+            #expect(try subscribe(from: "9.2", expecting: 1) == [all[3]])
+            #expect(try subscribe(from: "9.3", expecting: 0) == [])
+            for bad in ["9.x", "0.0", "9.1.2"] {
+                #expect(try runProcess(binary, ["subscribe", "daily", "--from", bad, "--db", db]).status == 64, "\(bad)")
+            }
+            #expect(try runProcess(binary, ["subscribe", "events", "--from", "9.1", "--db", db]).status == 64)
+        }
+    }
 }
 
 /// Reads lines from a pipe with a timeout (a background thread does the blocking reads).
