@@ -280,14 +280,23 @@ struct ImportTests {
     }
 
     /// Makes `db` look like a ledger from before the `importIds` setting: format 2, no setting.
-    func makeFormat2WithoutImportIDs(_ db: String) throws -> (Environment, Database) {
+    /// Makes the ledger at `db` look as an older binary left it. The environment is closed
+    /// on return: LMDB must not be open twice in one process, and the tests run commands in
+    /// process.
+    func makeFormat2WithoutImportIDs(_ db: String) throws {
         let environment = try Environment(path: db)
         let meta = try #require(try environment.openDatabases(["meta"])["meta"])
         try environment.write { txn in
             _ = try txn.delete(meta, Array("importIds".utf8))
             try txn.put(meta, Array("format".utf8), Array("2".utf8))
         }
-        return (environment, meta)
+    }
+
+    /// The ledger's `format` in `meta`, read through an environment closed on return.
+    func storedFormat(_ db: String) throws -> [UInt8]? {
+        let environment = try Environment(path: db)
+        let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+        return try environment.read { try $0.get(meta, Array("format".utf8)) }
     }
 
     @Test("ids sort by start time in a new ledger; a ledger that had events before keeps hash-only ids")
@@ -312,14 +321,13 @@ struct ImportTests {
             timeOrdered = Set(try importedIDs(db).map(\.id))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
             // Format 3, which binaries that know only the hash-only ids refuse to open.
-            let environment = try Environment(path: db)
-            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
-            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("3".utf8))
+            #expect(try storedFormat(db) == Array("3".utf8))
             let ids = try importedIDs(db)
             #expect(ids.count == 6)
             let byID = ids.sorted { $0.id.precedes($1.id) }.map(\.start)
             #expect(byID == ids.map(\.start).sorted(), "ids sort as their start times")
-            #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
+            let again = ledger(["import", "apple-health", path], db: db)
+            #expect(again.stdout.contains("appended 0, duplicates 6"), "\(again.stderr)")
         }
         try withTemporaryLedger { db in
             let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
@@ -327,7 +335,7 @@ struct ImportTests {
             // A ledger from before the setting existed: events, and no `importIds` in meta.
             let event = #"{"kind":"sample","type":"steps","value":1,"unit":"count","start":"2020-01-01T00:00:00Z","end":"2020-01-01T00:01:00Z","source":"x"}"#
             #expect(ledger(["append"], stdin: event, db: db).status == 0)
-            let (environment, meta) = try makeFormat2WithoutImportIDs(db)
+            try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             let appended = try Timestamp.parseRFC3339("2020-01-01T00:00:00Z").0.microseconds
@@ -336,15 +344,15 @@ struct ImportTests {
             #expect(Set(identity.map(\.id)).isDisjoint(with: timeOrdered), "scheme 1 derives other ids")
             #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
-            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("2".utf8), "an older ledger keeps format 2")
+            #expect(try storedFormat(db) == Array("2".utf8), "an older ledger keeps format 2")
         }
         try withTemporaryLedger { db in
             // An empty ledger of format 2 (made by an older binary) takes scheme 2 and format 3
             // at its first import.
             _ = try EventLog(path: db, create: true)
-            let (environment, meta) = try makeFormat2WithoutImportIDs(db)
+            try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
-            #expect(try environment.read { try $0.get(meta, Array("format".utf8)) } == Array("3".utf8))
+            #expect(try storedFormat(db) == Array("3".utf8))
         }
     }
 
