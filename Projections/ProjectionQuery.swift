@@ -74,6 +74,12 @@ public struct ProjectionQuery {
         return rows
     }
 
+    /// Visits every entry of `table` in key order until `body` returns false: what `verify`
+    /// compares, beyond the rows, between the stored state and a fresh fold.
+    public func forEachEntry(_ table: StateTable, _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Bool) throws {
+        try store.scan(table, prefix: [], reverse: false, body)
+    }
+
     /// One user's `daily` totals of one type between two dates (inclusive), oldest first.
     public func dailyTotals(user: String, type: QuantityType, from: CivilDate?, to: CivilDate?) throws -> [DailyTotal] {
         guard let (userID, _) = try users(user).first else { return [] }

@@ -208,8 +208,8 @@ extension Commands {
         usage: "ledger verify [--db PATH]",
         discussion: """
         Exits 1 and names the first bad seq when the log was damaged or altered, or the first \
-        projection row that differs from a fresh fold of the log. On a terminal, stderr counts \
-        the events verified every 65,536.
+        projection row (or entry of the fold's stored state) that differs from a fresh fold of \
+        the log. On a terminal, stderr counts the events verified every 65,536.
         """,
         options: [helpOption, dbOption]
     ) { arguments, context in

@@ -351,38 +351,59 @@ extension EventLog {
         return try body(point, ProjectionQuery(store: store))
     }
 
-    /// Checks that every stored projection row equals a fresh fold of the whole log.
-    /// Throws `LedgerError.projectionMismatch` naming the first differing row.
+    /// Checks that every stored projection row, and every entry of the fold's own state
+    /// (buckets, samples, users, …), equals a fresh fold of the whole log. Throws
+    /// `LedgerError.projectionMismatch` naming the first differing row, or
+    /// `LedgerError.stateMismatch` naming the first differing state entry. Returns the number
+    /// of rows compared.
     public func verifyProjections() throws -> Int {
         try ensureProjectionsCurrent()
-        let compared: [ProjectionName] = ProjectionName.allCases
-        // The stored rows and the head they are current at come from one snapshot: read in
-        // separate transactions, an append committed in between made them differ from the
-        // replay, and `verify` failed on a sound ledger.
-        let (head, stored) = try environment.read { txn -> (UInt64, [[Row]]) in
-            let query = ProjectionQuery(store: stateStore(txn))
-            var stored: [[Row]] = []
-            for projection in compared { stored.append(try query.rows(projection, filter: RowFilter())) }
-            return (try self.head(in: txn).seq, stored)
-        }
-        return try withReplay(to: .seq(head)) { _, fresh in
-            var rowsCompared = 0
-            for (projection, live) in zip(compared, stored) {
-                let expected = try fresh.rows(projection, filter: RowFilter())
-                for (index, row) in expected.enumerated() {
-                    // By their bytes: `Row`'s `==` compares strings by canonical equivalence.
-                    guard index < live.count, live[index].jsonBytes == row.jsonBytes else {
-                        throw LedgerError.projectionMismatch(projection: projection.rawValue,
-                                                             row: String(decoding: row.jsonBytes, as: UTF8.self))
+        // The stored state is read in one snapshot, held while the log is folded afresh up to
+        // that snapshot's head: read in separate transactions, an append committed in between
+        // made them differ from the replay, and `verify` failed on a sound ledger.
+        return try environment.read { txn in
+            let live = ProjectionQuery(store: stateStore(txn))
+            return try withReplay(to: .seq(try self.head(in: txn).seq)) { _, fresh in
+                var rowsCompared = 0
+                for projection in ProjectionName.allCases {
+                    let stored = try live.rows(projection, filter: RowFilter())
+                    let expected = try fresh.rows(projection, filter: RowFilter())
+                    for (index, row) in expected.enumerated() {
+                        // By their bytes: `Row`'s `==` compares strings by canonical equivalence.
+                        guard index < stored.count, stored[index].jsonBytes == row.jsonBytes else {
+                            throw LedgerError.projectionMismatch(projection: projection.rawValue,
+                                                                 row: String(decoding: row.jsonBytes, as: UTF8.self))
+                        }
                     }
+                    if stored.count > expected.count {
+                        throw LedgerError.projectionMismatch(projection: projection.rawValue,
+                                                             row: String(decoding: stored[expected.count].jsonBytes, as: UTF8.self))
+                    }
+                    rowsCompared += stored.count
                 }
-                if live.count > expected.count {
-                    throw LedgerError.projectionMismatch(projection: projection.rawValue,
-                                                         row: String(decoding: live[expected.count].jsonBytes, as: UTF8.self))
+                // The rows are made from this state, and the next fold starts from it: a damaged
+                // bucket or sample would show in the rows only once an append touched its day.
+                for table in StateTable.allCases {
+                    var expected: [(key: [UInt8], value: [UInt8])] = []
+                    try fresh.forEachEntry(table) { key, value in
+                        expected.append((key, value))
+                        return true
+                    }
+                    var index = 0
+                    var first: [UInt8]?
+                    try live.forEachEntry(table) { key, value in
+                        guard index < expected.count, expected[index].key == key, expected[index].value == value else {
+                            first = index < expected.count && expected[index].key.lexicographicallyPrecedes(key) ? expected[index].key : key
+                            return false
+                        }
+                        index += 1
+                        return true
+                    }
+                    if first == nil, index < expected.count { first = expected[index].key }
+                    if let first { throw LedgerError.stateMismatch(table: table.rawValue, key: first.hex) }
                 }
-                rowsCompared += live.count
+                return rowsCompared
             }
-            return rowsCompared
         }
     }
 }

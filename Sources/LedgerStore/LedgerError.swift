@@ -14,6 +14,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case corrupt(seq: UInt64, reason: String)
     /// A stored projection differs from a fresh fold of the log.
     case projectionMismatch(projection: String, row: String)
+    /// An entry of the fold's stored state differs from a fresh fold of the log.
+    case stateMismatch(table: String, key: String)
     /// The disk (or the file system's quota) is full; nothing of the batch was written.
     case diskFull(path: String)
     /// The ledger's directory could not be made.
@@ -37,6 +39,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "seq \(seq) is corrupt: \(reason)"
         case .projectionMismatch(let projection, let row):
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
+        case .stateMismatch(let table, let key):
+            "the projections' stored state ('\(table)') differs from a fresh fold of the log at key \(key); run 'ledger rebuild'"
         case .cannotCreate(let path, let reason):
             "cannot create a ledger at '\(path)': \(reason)"
         case .notALedger(let path, let reason):

@@ -566,6 +566,29 @@ struct EventLogTests {
         }
     }
 
+    /// A bucket holds what the next fold of its day starts from, not a row: damage to it that
+    /// still decodes showed in no row until an append touched that day.
+    @Test("verify compares the fold's stored state too, and names the first differing entry")
+    func verifyComparesState() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 10)
+            let (key, value) = try {
+                let environment = try Environment(path: path)
+                let buckets = try #require(try environment.openDatabases(["p.buckets"])["p.buckets"])
+                return try #require(try environment.read { try $0.last(buckets) })
+            }()
+            var damaged = value
+            damaged[damaged.count - 1] ^= 0x01  // the last entry's value, still a number
+            try putRaw(path, "p.buckets", key, damaged)
+            let log = try EventLog(path: path, create: false)
+            #expect(performing: { _ = try log.verifyProjections() }, throws: { error in
+                (error as? LedgerError) == .stateMismatch(table: "buckets", key: key.hex)
+            })
+            _ = try log.rebuildProjections()
+            #expect(try log.verifyProjections() > 0)
+        }
+    }
+
     @Test("verifyProjections passes while another thread appends")
     func verifyDuringAppends() throws {
         try withTemporaryLedger { path in
