@@ -126,7 +126,9 @@ public struct Sample: Sendable, Equatable {
 
     /// Whether a sample from `start` to `end` would last over `maximumDuration`.
     public static func lastsTooLong(start: Timestamp, end: Timestamp) -> Bool {
-        end.microseconds - start.microseconds > maximumDuration
+        // Subtracted with overflow reported: the times may come from a damaged state record.
+        let (span, overflow) = end.microseconds.subtractingReportingOverflow(start.microseconds)
+        return overflow || span > maximumDuration
     }
 
     public var user: String

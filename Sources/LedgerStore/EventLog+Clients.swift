@@ -54,7 +54,7 @@ extension EventLog {
             var result: [APIClient] = []
             try txn.scan(clientsDatabase, from: [UInt8(ascii: "n")]) { key, value in
                 guard key.first == UInt8(ascii: "n") else { return false }
-                result.append(EventLog.decodeClient(Array(value)))
+                result.append(try decodeClient(Array(value)))
                 return true
             }
             return result.sorted { $0.name < $1.name }
@@ -65,7 +65,7 @@ extension EventLog {
     public func removeClient(name: String) throws {
         try environment.write { txn in
             guard let value = try txn.get(clientsDatabase, nameKey(name)) else { throw ClientError.unknown(name) }
-            try txn.delete(clientsDatabase, tokenKey(Array(value[1..<33])))
+            try txn.delete(clientsDatabase, tokenKey(Array(try checkedClient(value)[1..<33])))
             try txn.delete(clientsDatabase, nameKey(name))
         }
     }
@@ -77,12 +77,22 @@ extension EventLog {
         return try environment.read { txn in
             guard let nameDigest = try txn.get(clientsDatabase, tokenKey(digest)),
                   let value = try txn.get(clientsDatabase, [UInt8(ascii: "n")] + nameDigest),
-                  Digest.constantTimeEqual(Array(value[1..<33]), digest) else { return nil }
-            return EventLog.decodeClient(value)
+                  Digest.constantTimeEqual(Array(try checkedClient(value)[1..<33]), digest) else { return nil }
+            return try decodeClient(value)
         }
     }
 
-    private static func decodeClient(_ value: [UInt8]) -> APIClient {
+    /// A client record: admin flag (1 byte), the token's SHA-256 (32), created (8), the name.
+    /// Clients are not in the log, so a damaged one can only be restored from a backup.
+    private func checkedClient(_ value: [UInt8]) throws -> [UInt8] {
+        guard value.count >= 41 else {
+            throw LedgerError.damaged(path: path, reason: "a client record in 'clients' is \(value.count) bytes, shorter than 41")
+        }
+        return value
+    }
+
+    private func decodeClient(_ value: [UInt8]) throws -> APIClient {
+        let value = try checkedClient(value)
         let created = Int64(bitPattern: UInt64(bigEndianBytes: Array(value[33..<41])))
         return APIClient(name: String(decoding: value[41...], as: UTF8.self), admin: value[0] == 1,
                          created: Timestamp(microseconds: created))

@@ -566,6 +566,24 @@ struct EventLogTests {
         }
     }
 
+    @Test("a client record cut short is named as damage by list, remove and token lookup, not trapped on")
+    func damagedClient() throws {
+        try withTemporaryLedger { path in
+            let token = try {
+                let log = try EventLog(path: path, create: true)
+                return try log.addClient(name: "app", admin: false)
+            }()
+            try putRaw(path, "clients", [UInt8(ascii: "n")] + Digest.sha256(Array("app".utf8)), [1, 2])
+            let log = try EventLog(path: path, create: false)
+            for call in [{ _ = try log.clients() }, { _ = try log.client(forToken: token) }, { try log.removeClient(name: "app") }] {
+                #expect(performing: call, throws: { error in
+                    guard case .damaged(_, let reason)? = error as? LedgerError else { return false }
+                    return reason == "a client record in 'clients' is 2 bytes, shorter than 41"
+                })
+            }
+        }
+    }
+
     /// A bucket holds what the next fold of its day starts from, not a row: damage to it that
     /// still decodes showed in no row until an append touched that day.
     @Test("verify compares the fold's stored state too, and names the first differing entry")
