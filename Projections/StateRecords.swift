@@ -382,3 +382,13 @@ struct GrantValue: Equatable {
         recorded = try reader.instant()
     }
 }
+
+/// What other modules may read of a stored `SampleRecord`: the log's own `samples` index keeps
+/// the same type, times and unit, and `verify` checks the two against each other.
+public enum StoredSample {
+    public static func summary(_ bytes: [UInt8]) throws(DamagedState)
+        -> (type: QuantityType, start: Timestamp, end: Timestamp, unit: String) {
+        let record = try SampleRecord(decoding: bytes)
+        return (record.type, record.start, record.end, record.unit)
+    }
+}

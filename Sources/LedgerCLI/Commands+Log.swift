@@ -207,9 +207,10 @@ extension Commands {
         abstract: "Check the hash chain, and that every stored projection equals a fresh fold.",
         usage: "ledger verify [--db PATH]",
         discussion: """
-        Exits 1 and names the first bad seq when the log was damaged or altered, or the first \
+        Exits 1 and names the first bad seq when the log was damaged or altered, the first \
         projection row (or entry of the fold's stored state) that differs from a fresh fold of \
-        the log. On a terminal, stderr counts the events verified every 65,536.
+        the log, or the first entry of the log's indexes (ids, samples, sync) that disagrees \
+        with it. On a terminal, stderr counts the events verified every 65,536.
         """,
         options: [helpOption, dbOption]
     ) { arguments, context in
@@ -219,7 +220,8 @@ extension Commands {
         let report = try log.verifyChain(progress: progress?.show)
         progress?.finish()
         let rows = try log.verifyProjections()
-        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); projections match a fresh fold (\(rows) rows)\n")
+        _ = try log.verifyIndexes()
+        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); projections match a fresh fold (\(rows) rows); indexes agree\n")
         return 0
     }
 

@@ -120,14 +120,16 @@ extension Commands {
     static let rebuildCommand = Command(
         name: "rebuild",
         abstract: "Rebuild projections from the log from scratch.",
-        usage: "ledger rebuild [NAME] [--db PATH]",
+        usage: "ledger rebuild [NAME] [--indexes] [--db PATH]",
         discussion: """
         All four projections are one fold over the log, so rebuilding any of them rebuilds all. \
-        Runs in one write transaction: readers keep seeing the old rows until it commits. On a \
-        terminal, stderr counts the events folded every 65,536.
+        With --indexes, the log's own indexes (ids, samples, sync) are rebuilt from the log \
+        first. Runs in one write transaction: readers keep seeing the old rows until it \
+        commits. On a terminal, stderr counts the events folded every 65,536.
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
-        options: [helpOption, dbOption],
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "indexes", value: nil, help: "Also rebuild the log's indexes (what 'verify' names when they disagree with the log).")],
         maxPositionals: 1
     ) { arguments, context in
         if let name = arguments.positionals.first, ProjectionName.parse(name) == nil {
@@ -138,10 +140,11 @@ extension Commands {
         let head = try log.head().seq
         let progress = ProgressLine(sink: context.stderr) { "rebuilding: folded \($0) of \(head) events…" }
         defer { progress?.finish() }
-        let folded = try log.rebuildProjections(progress: progress?.show)
+        let indexes = arguments.flags.contains("indexes")
+        let folded = try log.rebuildProjections(indexes: indexes, progress: progress?.show)
         progress?.finish()
         let seconds = Date().timeIntervalSince(started)
-        context.stdout.write("rebuilt daily, per-source, last-known, grants from \(folded) events in \(String(format: "%.2f", seconds)) s\n")
+        context.stdout.write("rebuilt \(indexes ? "ids, samples, sync, " : "")daily, per-source, last-known, grants from \(folded) events in \(String(format: "%.2f", seconds)) s\n")
         return 0
     }
 

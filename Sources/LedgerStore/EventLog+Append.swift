@@ -300,6 +300,14 @@ extension EventLog {
         return UInt64(bigEndianBytes: position)
     }
 
+    /// Rebuilds the log's three indexes (`ids`, then `samples` and `sync`, which find
+    /// corrections' targets through it) from the log: `rebuild --indexes`.
+    func reindexLog(in txn: Transaction) throws {
+        try txn.clear(ids)
+        try forEachLoggedEvent(in: txn) { event, _ in try txn.put(ids, event.id.bytes, event.seq.bigEndianBytes) }
+        try reindexSamples(in: txn)
+    }
+
     /// Rebuilds the `samples` and `sync` indexes from the log: what appending every event again
     /// leaves in them.
     func reindexSamples(in txn: Transaction) throws {

@@ -221,9 +221,14 @@ extension EventLog {
     /// Rebuilds every projection from the log, in one write transaction (other writers wait;
     /// readers go on seeing the old state until it commits). Returns the events folded.
     /// `progress` is called every `progressStep` events with the seq folded so far.
+    /// With `indexes`, the log's own indexes (`ids`, `samples`, `sync`) are rebuilt from the log
+    /// first, in the same transaction: what repairs damage `verify` names in them.
     @discardableResult
-    public func rebuildProjections(progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
-        try environment.write { txn in try rebuildProjections(in: txn, progress: progress) }
+    public func rebuildProjections(indexes: Bool = false, progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
+        try environment.write { txn in
+            if indexes { try reindexLog(in: txn) }
+            return try rebuildProjections(in: txn, progress: progress)
+        }
     }
 
     /// How often long walks over the log report progress, in events.

@@ -1,4 +1,5 @@
 import LedgerCore
+import Projections
 
 extension EventLog {
     /// What `verify` found.
@@ -100,6 +101,94 @@ extension EventLog {
             if record.format >= 2, EventCodec.encode(id: event.id, payload: event.payload) != record.typed {
                 throw LedgerError.corrupt(seq: record.seq, reason: "its typed part does not say what its JSON says")
             }
+        }
+    }
+}
+
+extension EventLog {
+    /// Checks the log's own indexes, which appends keep beside the log: `ids` maps each
+    /// event's id to its seq and holds nothing else; `samples` holds a state for every sample,
+    /// active exactly for the samples the fold counts, with the fold's type, times and unit;
+    /// `sync` names the version the fold counts. The fold's state is itself compared with a
+    /// fresh fold of the log by `verifyProjections`, so together they check every derived byte.
+    /// Throws `LedgerError.indexMismatch` naming the index and key. Returns the entries checked.
+    public func verifyIndexes() throws -> Int {
+        try ensureProjectionsCurrent()
+        return try environment.read { txn in
+            func mismatch(_ index: String, _ key: UnsafeRawBufferPointer, _ reason: String) -> LedgerError {
+                .indexMismatch(index: index, key: Array(key).hex, reason: reason)
+            }
+            let head = try self.head(in: txn).seq
+            var checked = 0
+            // ids: one entry per event, each naming the event that has that id.
+            var idCount: UInt64 = 0
+            try txn.scan(ids) { key, value in
+                idCount += 1
+                guard value.count == 8 else { throw mismatch("ids", key, "it holds a seq of \(value.count) bytes") }
+                let seq = UInt64(bigEndianBytes: Array(value))
+                let id = try txn.withValue(events, Array(value)) { bytes -> [UInt8]? in
+                    let raw = RawRecord(seq: seq, bytes)
+                    if let typed = raw.typed, typed.count >= 16 { return Array(typed.prefix(16)) }
+                    return try raw.loggedEvent().id.bytes
+                } ?? nil
+                guard id.map({ $0.elementsEqual(key) }) == true else {
+                    throw mismatch("ids", key, id == nil ? "it names seq \(seq), which the log does not hold" : "it names seq \(seq), whose event has another id")
+                }
+                return true
+            }
+            guard idCount == head else {
+                throw LedgerError.indexMismatch(index: "ids", key: "-", reason: "it holds \(idCount) ids for \(head) events")
+            }
+            checked += Int(idCount)
+            // samples: a state for each sample; the active ones are the samples the fold counts.
+            let fold = stateStore(txn)
+            var active = 0
+            try txn.scan(samples) { key, value in
+                checked += 1
+                guard key.count == 8, let state = SampleState(Array(value)) else {
+                    throw mismatch("samples", key, "its state is \(value.count) bytes that do not decode")
+                }
+                let counted = try fold.get(.samples, Array(key))
+                guard state.status == .active else {
+                    if counted != nil { throw mismatch("samples", key, "the sample is \(state.status) but the fold counts it") }
+                    return true
+                }
+                active += 1
+                guard let counted else { throw mismatch("samples", key, "the sample is active but the fold does not count it") }
+                let record = try StoredSample.summary(counted)
+                guard record.type == state.type, record.start == state.start, record.end == state.end,
+                      record.unit == state.unit else {
+                    throw mismatch("samples", key, "its type, times or unit differ from the fold's")
+                }
+                return true
+            }
+            func entries(_ table: StateTable) throws -> Int {
+                var count = 0
+                try fold.scanInPlace(table, prefix: []) { _, _ in
+                    count += 1
+                    return true
+                }
+                return count
+            }
+            let counted = try entries(.samples)
+            guard counted == active else {
+                throw LedgerError.indexMismatch(index: "samples", key: "-", reason: "it holds \(active) active samples; the fold counts \(counted)")
+            }
+            // sync: for each synced sample, the version the fold counts.
+            var synced = 0
+            try txn.scan(sync) { key, value in
+                checked += 1
+                synced += 1
+                guard value.count == 16, try fold.get(.sync, Array(key)) == Array(value[8..<16]) else {
+                    throw mismatch("sync", key, "it names another version than the fold counts")
+                }
+                return true
+            }
+            let foldSynced = try entries(.sync)
+            guard foldSynced == synced else {
+                throw LedgerError.indexMismatch(index: "sync", key: "-", reason: "it holds \(synced) synced samples; the fold \(foldSynced)")
+            }
+            return checked
         }
     }
 }

@@ -16,6 +16,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case projectionMismatch(projection: String, row: String)
     /// An entry of the fold's stored state differs from a fresh fold of the log.
     case stateMismatch(table: String, key: String)
+    /// One of the log's own indexes (`ids`, `samples`, `sync`) disagrees with the log.
+    case indexMismatch(index: String, key: String, reason: String)
     /// The disk (or the file system's quota) is full; nothing of the batch was written.
     case diskFull(path: String)
     /// The ledger's directory could not be made.
@@ -41,6 +43,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
         case .stateMismatch(let table, let key):
             "the projections' stored state ('\(table)') differs from a fresh fold of the log at key \(key); run 'ledger rebuild'"
+        case .indexMismatch(let index, let key, let reason):
+            "the log's index '\(index)' disagrees with the log at key \(key): \(reason); run 'ledger rebuild --indexes'"
         case .cannotCreate(let path, let reason):
             "cannot create a ledger at '\(path)': \(reason)"
         case .notALedger(let path, let reason):

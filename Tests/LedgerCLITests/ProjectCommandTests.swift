@@ -125,7 +125,20 @@ struct ProjectCommandTests {
             #expect(rebuild.status == 0)
             #expect(rebuild.stdout.hasPrefix("rebuilt daily, per-source, last-known, grants from 4 events in "))
             let verify = ledger(["verify"], db: db)
-            #expect(verify.stdout.hasSuffix("projections match a fresh fold (7 rows)\n"))
+            #expect(verify.stdout.hasSuffix("projections match a fresh fold (7 rows); indexes agree\n"))
+            // The log's own indexes: an id that names another event is found, and rebuilt.
+            let id = try #require(try EventLog(path: db, create: false).record(at: 1)?.event().id)
+            do {
+                let environment = try Environment(path: db)
+                let ids = try #require(try environment.openDatabases(["ids"])["ids"])
+                try environment.write { try $0.put(ids, id.bytes, UInt64(2).bigEndianBytes) }
+            }
+            let damaged = ledger(["verify"], db: db)
+            #expect(damaged.status == 1)
+            #expect(damaged.stderr == "Error: the log's index 'ids' disagrees with the log at key \(id.bytes.hex): it names seq 2, whose event has another id; run 'ledger rebuild --indexes'\n")
+            let repaired = ledger(["rebuild", "--indexes"], db: db)
+            #expect(repaired.stdout.hasPrefix("rebuilt ids, samples, sync, daily, per-source, last-known, grants from 4 events in "))
+            #expect(ledger(["verify"], db: db).status == 0)
         }
     }
 
