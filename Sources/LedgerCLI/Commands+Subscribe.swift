@@ -11,7 +11,12 @@ let terminatedBySIGTERM = Atomic<Bool>(false)
 
 /// Makes SIGINT and SIGTERM set `interrupted` instead of killing the process, so long-running
 /// commands can stop cleanly and exit 130.
-func catchInterrupts() {
+///
+/// With `interruptingWrites`, a write blocked on a full pipe (a reader that stopped reading)
+/// returns at the signal instead of resuming (no `SA_RESTART`), and `OutputSink` gives up the
+/// rest: `subscribe` then exits at Ctrl-C rather than when the reader drains the pipe. `serve`
+/// keeps restarting system calls, so a commit's flush is never cut by its own shutdown.
+func catchInterrupts(interruptingWrites: Bool = false) {
     // A parent may have started us with these signals blocked (threads of a test runner often
     // block all signals, and the mask is inherited): unblock them, or they never arrive.
     var signals = sigset_t()
@@ -19,8 +24,15 @@ func catchInterrupts() {
     sigaddset(&signals, SIGINT)
     sigaddset(&signals, SIGTERM)
     pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-    signal(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
-    signal(SIGTERM) { _ in
+    func install(_ signal: Int32, _ handler: @convention(c) (Int32) -> Void) {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = handler
+        sigemptyset(&action.sa_mask)
+        action.sa_flags = interruptingWrites ? 0 : Int32(SA_RESTART)
+        sigaction(signal, &action, nil)
+    }
+    install(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
+    install(SIGTERM) { _ in
         terminatedBySIGTERM.store(true, ordering: .relaxed)
         interrupted.store(true, ordering: .relaxed)
     }
@@ -75,7 +87,7 @@ extension Commands {
             (cursor, skipOfNext) = (position.after, position.sentOfNext)
         case let text: cursor = try parseCount(text, option: "from", usage: usage)
         }
-        catchInterrupts()
+        catchInterrupts(interruptingWrites: true)
         while !interrupted.load(ordering: .relaxed) {
             let transaction = log.lastTransactionID
             var wrote = false

@@ -273,7 +273,9 @@ struct ServerTests {
                     }
                 }
                 writers.forEach { $0.start() }
-                while answered.load(ordering: .relaxed) < 20 { usleep(10_000) }
+                let deadline = Date().addingTimeInterval(30)
+                while answered.load(ordering: .relaxed) < 20, Date() < deadline { usleep(10_000) }
+                #expect(answered.load(ordering: .relaxed) >= 20, "round \(round): the server answered too few POSTs")
                 let status = server.stop()
                 stop.store(true, ordering: .relaxed)
                 #expect(server.process.terminationReason == .exit, "round \(round): killed by signal \(status)")
@@ -532,6 +534,34 @@ struct ServerTests {
             kill(process.processIdentifier, SIGINT)
             process.waitUntilExit()
             #expect(process.terminationStatus == 130)
+        }
+    }
+
+    @Test("subscribe blocked on a reader that stopped reading still exits 130 at SIGTERM")
+    func cliSubscribeBlockedWrite() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            // 600 days, one change each: about 130 KB of backlog, twice what a pipe holds.
+            let lines = (0..<600).map { day in
+                let start = Fixtures.iso(1_735_689_600 + day * 86_400)
+                let end = Fixtures.iso(1_735_689_600 + day * 86_400 + 600)
+                return #"{"kind":"sample","user":"ann","type":"steps","value":\#(day + 1),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
+            }
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.joined(separator: "\n").utf8)).status == 0)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["subscribe", "daily", "--from", "0", "--db", db]
+            let output = Pipe()  // never read
+            process.standardOutput = output
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            usleep(500_000)
+            #expect(process.isRunning)
+            kill(process.processIdentifier, SIGTERM)
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning, Date() < deadline { usleep(20_000) }
+            #expect(!process.isRunning, "still blocked in its write 10 s after SIGTERM")
+            if !process.isRunning { #expect(process.terminationStatus == 130) }
         }
     }
 
