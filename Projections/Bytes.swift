@@ -66,9 +66,10 @@ struct ByteReader {
     }
 
     /// Days since 1970 that a stored record can hold: those of years 0000 to 9999 (what
-    /// timestamps are read in), a day either side for zones. Anything else is damage, and
-    /// would overflow when made into an instant.
-    static let days = -719_529...2_932_897
+    /// timestamps are read in), with 1,000 days of room either side (an offset of up to a day
+    /// moves an instant out of those years, and a sample's zone its local day one further).
+    /// What lies beyond is damage, and would overflow when made into an instant.
+    static let days = (-719_528 - 1_000)...(2_932_896 + 1_000)
 
     mutating func day() throws(DamagedState) -> Int {
         let day = try i64()

@@ -97,6 +97,9 @@ extension EventLog {
                 through = seq
                 guard value.count >= 6, let projection = ProjectionName(code: value[0]) else { return true }
                 let length = Int(UInt32(value[2]) << 24 | UInt32(value[3]) << 16 | UInt32(value[4]) << 8 | UInt32(value[5]))
+                guard length <= value.count - 6 else {
+                    throw DamagedState(reason: "a stored change of seq \(seq) names a user of \(length) bytes in \(value.count - 6)")
+                }
                 let user = String(decoding: value[6..<(6 + length)], as: UTF8.self)
                 let change = StoredChange(seq: seq, projection: projection, user: user,
                                           type: QuantityType(code: value[1]), json: Array(value[(6 + length)...]))

@@ -110,7 +110,7 @@ extension EventLog {
     /// event's id to its seq and holds nothing else; `samples` holds a state for every sample,
     /// active exactly for the samples the fold counts, with the fold's type, times and unit;
     /// `sync` names the version the fold counts. The fold's state is itself compared with a
-    /// fresh fold of the log by `verifyProjections`, so together they check every derived byte.
+    /// fresh fold of the log by `verifyProjections`; the `changes` table is not compared.
     /// Throws `LedgerError.indexMismatch` naming the index and key. Returns the entries checked.
     public func verifyIndexes() throws -> Int {
         try ensureProjectionsCurrent()

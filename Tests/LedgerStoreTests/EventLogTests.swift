@@ -566,6 +566,41 @@ struct EventLogTests {
         }
     }
 
+    /// The state's date checks once refused these: an offset moves an instant out of the years
+    /// 0000–9999, and a zone moves its local day one further.
+    @Test("samples at the edges of the years timestamps may name fold, verify and rebuild")
+    func extremeDays() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch("""
+                {"kind":"sample","user":"ann","type":"steps","value":100,"start":"9999-12-31T20:00:00-23:00","end":"9999-12-31T20:00:30-23:00","zone":"+14:00","source":"iPhone"}
+                {"kind":"sample","user":"bob","type":"steps","value":100,"start":"0000-01-01T00:30:00+14:00","end":"0000-01-01T00:31:00+14:00","source":"iPhone"}
+                """))
+            _ = try log.append(try batch(#"{"kind":"profile","user":"bob","zone":"-12:00"}"#))
+            #expect(try log.rows(.daily, filter: RowFilter()).count == 2)
+            #expect(try log.verifyProjections() == 6)
+            _ = try log.rebuildProjections()
+            #expect(try log.verifyIndexes() > 0)
+        }
+    }
+
+    @Test("a stored change whose user length runs past its end is named as damage, not trapped on")
+    func damagedChange() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 3)
+            let (key, value) = try {
+                let environment = try Environment(path: path)
+                let changes = try #require(try environment.openDatabases(["changes"])["changes"])
+                return try #require(try environment.read { try $0.last(changes) })
+            }()
+            try putRaw(path, "changes", key, Array(value.prefix(2)) + [0x7F, 0xFF, 0xFF, 0xFF] + Array(value.dropFirst(6)))
+            let log = try EventLog(path: path, create: false)
+            #expect(throws: DamagedState.self) { _ = try log.changes(after: 0) }
+            _ = try log.rebuildProjections()
+            #expect(try log.changes(after: 0).changes.count > 0)
+        }
+    }
+
     @Test("a client record cut short is named as damage by list, remove and token lookup, not trapped on")
     func damagedClient() throws {
         try withTemporaryLedger { path in
