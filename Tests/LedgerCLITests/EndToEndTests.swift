@@ -109,6 +109,37 @@ struct EndToEndTests {
         }
     }
 
+    /// Opening checks the roots; a file cut after them but before other pages still in use is
+    /// found only when a read reaches such a page, and LMDB's map then raises SIGBUS.
+    @Test("a data.mdb cut after its roots: verify ends with one line and exit 1, not SIGBUS")
+    func cutAfterRoots() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 3000).utf8)).status == 0)
+            // Small commits after a large one reuse freed pages, so the newest roots lie low.
+            for day in 1...3 {
+                let line = #"{"kind":"sample","user":"zed","type":"steps","value":\#(day),"start":"2026-03-0\#(day)T08:00:00Z","end":"2026-03-0\#(day)T08:10:00Z","source":"iPhone"}"#
+                #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(line.utf8)).status == 0)
+            }
+            let path = db + "/data.mdb"
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            let pageSize = 4096
+            func word(_ page: Int, _ offset: Int) -> Int {
+                data.withUnsafeBytes { Int($0.loadUnaligned(fromByteOffset: page * pageSize + offset, as: UInt64.self)) }
+            }
+            // The newest of the two meta pages (transaction id at 144), and its free and main roots.
+            let meta = word(0, 144) >= word(1, 144) ? 0 : 1
+            let cut = max(word(meta, 80), word(meta, 128)) + 1
+            try #require(cut < data.count / pageSize, "the newest roots are the file's last pages: nothing to cut after them")
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+            try handle.truncate(atOffset: UInt64(cut * pageSize))
+            try handle.close()
+            let verify = try runProcess(binary, ["verify", "--db", db])
+            #expect(verify.status == 1)
+            #expect(verify.stderr == "Error: reading the ledger's map failed (SIGBUS): its data.mdb ends before a page it uses (the file was cut short). Restore it from a backup (mdb_copy makes one)\n")
+        }
+    }
+
     @Test("Debian's mdb_stat reads the ledger directory")
     func mdbStat() throws {
         let binary = try ledgerBinary()
