@@ -24,17 +24,40 @@ func catchInterrupts(interruptingWrites: Bool = false) {
     sigaddset(&signals, SIGINT)
     sigaddset(&signals, SIGTERM)
     pthread_sigmask(SIG_UNBLOCK, &signals, nil)
-    func install(_ signal: Int32, _ handler: @convention(c) (Int32) -> Void) {
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = handler
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = interruptingWrites ? 0 : Int32(SA_RESTART)
-        sigaction(signal, &action, nil)
-    }
-    install(SIGINT) { _ in interrupted.store(true, ordering: .relaxed) }
-    install(SIGTERM) { _ in
+    installHandler(SIGINT, restarting: !interruptingWrites) { _ in interrupted.store(true, ordering: .relaxed) }
+    installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
         terminatedBySIGTERM.store(true, ordering: .relaxed)
         interrupted.store(true, ordering: .relaxed)
+    }
+}
+
+/// `sigaction` for `signal`; with `restarting`, a system call it interrupts resumes (`SA_RESTART`).
+func installHandler(_ signal: Int32, restarting: Bool, _ handler: @convention(c) (Int32) -> Void) {
+    var action = sigaction()
+    action.__sigaction_handler.sa_handler = handler
+    sigemptyset(&action.sa_mask)
+    action.sa_flags = restarting ? Int32(SA_RESTART) : 0
+    sigaction(signal, &action, nil)
+}
+
+/// The one line a SIGBUS writes: made before the handler is installed, because a handler may
+/// only call async-signal-safe functions.
+nonisolated(unsafe) private let cutLedgerMessage = strdup(
+    "Error: reading the ledger's map failed (SIGBUS): its data.mdb ends before a page it uses (the file was cut short). "
+        + "Restore it from a backup (mdb_copy makes one)\n")!
+private let cutLedgerMessageLength = strlen(cutLedgerMessage)
+
+extension LedgerCommandLine {
+    /// LMDB reads the ledger through a memory map, and a page past the end of a cut-off
+    /// `data.mdb` raises SIGBUS. Opening checks the root pages (`LedgerError.damaged`); a file
+    /// cut after them but before other pages in use is only found when a read reaches one.
+    /// That read then ends the process with one line and exit 1 instead of a crash.
+    public static func reportCutLedgerOnSIGBUS() {
+        _ = cutLedgerMessageLength  // initializes both globals now, not lazily inside the handler
+        installHandler(SIGBUS, restarting: true) { _ in
+            _ = write(2, cutLedgerMessage, cutLedgerMessageLength)
+            _exit(1)
+        }
     }
 }
 

@@ -42,7 +42,7 @@ public final class OutputSink: Sendable {
                     // A write cut short by SIGINT/SIGTERM that a long-running command caught
                     // (`catchInterrupts`): the rest is given up, so a write blocked on a reader
                     // that stopped reading ends there.
-                    if written < 0 || written < raw.count - offset, interrupted.load(ordering: .relaxed) { return }
+                    if written < raw.count - offset, interrupted.load(ordering: .relaxed) { return }
                     if written < 0 {
                         if errno == EINTR { continue }
                         return  // EPIPE and the like: the reader went away; nothing more to do.

@@ -162,14 +162,8 @@ extension EventLog {
                 }
                 return true
             }
-            func entries(_ table: StateTable) throws -> Int {
-                var count = 0
-                try fold.scanInPlace(table, prefix: []) { _, _ in
-                    count += 1
-                    return true
-                }
-                return count
-            }
+            // The fold's tables are counted by LMDB (`mdb_stat`), not walked.
+            func entries(_ table: StateTable) throws -> Int { try txn.count(stateDatabases[table.ordinal]) }
             let counted = try entries(.samples)
             guard counted == active else {
                 throw LedgerError.indexMismatch(index: "samples", key: "-", reason: "it holds \(active) active samples; the fold counts \(counted)")

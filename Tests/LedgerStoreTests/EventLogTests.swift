@@ -28,6 +28,14 @@ func makeLedger(_ path: String, steps count: Int) throws {
     _ = try log.append(try batch(Fixtures.stepsFile(count: count)))
 }
 
+/// The last entry of the database `name` in the environment at `path`, read raw (the
+/// environment is closed on return).
+func lastRaw(_ path: String, _ name: String) throws -> (key: [UInt8], value: [UInt8]) {
+    let environment = try Environment(path: path)
+    let database = try #require(try environment.openDatabases([name])[name])
+    return try #require(try environment.read { try $0.last(database) })
+}
+
 /// Writes one key straight into the database `name` of the environment at `path`, as another
 /// program, or damage, would. Nothing else may have the environment open in this process.
 func putRaw(_ path: String, _ name: String, _ key: [UInt8], _ value: [UInt8]) throws {
@@ -588,11 +596,7 @@ struct EventLogTests {
     func damagedChange() throws {
         try withTemporaryLedger { path in
             try makeLedger(path, steps: 3)
-            let (key, value) = try {
-                let environment = try Environment(path: path)
-                let changes = try #require(try environment.openDatabases(["changes"])["changes"])
-                return try #require(try environment.read { try $0.last(changes) })
-            }()
+            let (key, value) = try lastRaw(path, "changes")
             try putRaw(path, "changes", key, Array(value.prefix(2)) + [0x7F, 0xFF, 0xFF, 0xFF] + Array(value.dropFirst(6)))
             let log = try EventLog(path: path, create: false)
             #expect(throws: DamagedState.self) { _ = try log.changes(after: 0) }
@@ -625,11 +629,7 @@ struct EventLogTests {
     func verifyComparesState() throws {
         try withTemporaryLedger { path in
             try makeLedger(path, steps: 10)
-            let (key, value) = try {
-                let environment = try Environment(path: path)
-                let buckets = try #require(try environment.openDatabases(["p.buckets"])["p.buckets"])
-                return try #require(try environment.read { try $0.last(buckets) })
-            }()
+            let (key, value) = try lastRaw(path, "p.buckets")
             var damaged = value
             damaged[damaged.count - 1] ^= 0x01  // the last entry's value, still a number
             try putRaw(path, "p.buckets", key, damaged)
