@@ -5,6 +5,8 @@
 // them deprecated in favour of EVP; they remain supported, so the warnings are silenced here.
 #define OPENSSL_SUPPRESS_DEPRECATED 1
 #include <openssl/sha.h>
-#include <openssl/rand.h>
 #include <openssl/crypto.h>
+// Random bytes come from the kernel (getrandom(2)), not OpenSSL's DRBG, which would link most
+// of libcrypto for one call.
+#include <sys/random.h>
 #endif

@@ -43,10 +43,19 @@ public enum Digest {
         SHA256_Final(digest.baseAddress!.assumingMemoryBound(to: UInt8.self), &context)
     }
 
-    /// Fills `count` bytes from OpenSSL's CSPRNG (`RAND_bytes`, seeded by the operating system).
+    /// Fills `count` bytes from the kernel's CSPRNG (`getrandom(2)`, which blocks only until
+    /// the kernel's pool is first seeded at boot).
     public static func randomBytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
-        precondition(RAND_bytes(&out, Int32(count)) == 1, "RAND_bytes failed: no entropy source")
+        var filled = 0
+        while filled < count {
+            let got = out.withUnsafeMutableBytes { getrandom($0.baseAddress! + filled, count - filled, 0) }
+            if got < 0 {
+                precondition(errno == EINTR, "getrandom failed: errno \(errno)")
+                continue
+            }
+            filled += got
+        }
         return out
     }
 

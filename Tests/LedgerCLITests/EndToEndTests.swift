@@ -43,6 +43,19 @@ struct EndToEndTests {
         #expect((allocated ?? 0) > 64 * 1024, "jemalloc's statistics: \(allocated.map(String.init) ?? "no 'Allocated:' line")")
     }
 
+    @Test("the binary loads no shared LMDB, libcrypto or Jansson (linked from their archives for start-up, see Package.swift)")
+    func staticArchives() throws {
+        let binary = try ledgerBinary()
+        // What `ldd` does: the dynamic loader lists the shared objects it would load, and exits.
+        let run = try runProcess(binary, ["--version"], environment: ["LD_TRACE_LOADED_OBJECTS": "1"])
+        #expect(run.status == 0)
+        let loaded = run.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(loaded.contains { $0.hasPrefix("libc.so") }, "the loader's list: \(run.stdout)")
+        for name in ["liblmdb", "libcrypto", "libjansson"] {
+            #expect(!loaded.contains { $0.hasPrefix(name) }, "\(name) is loaded: \(run.stdout)")
+        }
+    }
+
     @Test("four appending processes at once lose nothing and the chain verifies")
     func concurrentWriters() async throws {
         let binary = try ledgerBinary()
@@ -159,14 +172,14 @@ struct EndToEndTests {
 /// libxml2, libzip and libmicrohttpd are opened with dlopen by `import` and `serve` only.
 @Suite("Libraries loaded on demand")
 struct LazyLibraryTests {
-    /// The shared objects mapped into process `pid`, by file name.
-    static func mappedLibraries(_ pid: Int32) throws -> Set<String> {
+    /// The files (shared objects, the ledger's data.mdb) mapped into process `pid`, by name.
+    static func mappedFiles(_ pid: Int32) throws -> Set<String> {
         // Read to the end: /proc files report a size of 0, which String(contentsOfFile:) trusts.
         guard let handle = FileHandle(forReadingAtPath: "/proc/\(pid)/maps") else { return [] }
         defer { try? handle.close() }
         let maps = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
         return Set(maps.split(separator: "\n").compactMap { line in
-            line.split(separator: "/").last.map(String.init).flatMap { $0.contains(".so") ? $0 : nil }
+            line.contains("/") ? line.split(separator: "/").last.map(String.init) : nil
         })
     }
 
@@ -188,16 +201,17 @@ struct LazyLibraryTests {
             try subscriber.run()
             defer { subscriber.terminate(); subscriber.waitUntilExit() }
             var libraries: Set<String> = []
-            for _ in 0..<100 where !libraries.contains(where: { $0.hasPrefix("liblmdb.so") }) {
+            // LMDB is linked into the binary: the ledger's map shows the subscriber has opened it.
+            for _ in 0..<100 where !libraries.contains("data.mdb") {
                 Thread.sleep(forTimeInterval: 0.02)
-                libraries = try LazyLibraryTests.mappedLibraries(subscriber.processIdentifier)
+                libraries = try LazyLibraryTests.mappedFiles(subscriber.processIdentifier)
             }
-            #expect(libraries.contains { $0.hasPrefix("liblmdb.so") })  // the maps were read
+            #expect(libraries.contains("data.mdb"))  // the maps were read, the ledger open
             #expect(libraries.filter(LazyLibraryTests.isLazy).isEmpty, "\(libraries.sorted())")
 
             let server = try ServerProcess(binary: binary, db: db)
             defer { _ = server.stop() }
-            let served = try LazyLibraryTests.mappedLibraries(server.process.processIdentifier)
+            let served = try LazyLibraryTests.mappedFiles(server.process.processIdentifier)
             #expect(served.contains { $0.hasPrefix("libmicrohttpd.so") }, "\(served.sorted())")
             #expect(!served.contains { $0.hasPrefix("libxml2.so") })
         }
