@@ -333,6 +333,9 @@ public final class EventLog: Sendable {
         /// are brought up to date by the next command that reads them.
         public var projectionPosition: UInt64
         public var projectionVersion: UInt64?
+        /// Why the position or version could not be read (a damaged record), if it could not:
+        /// `stats` reports it rather than failing, and `rebuild` writes both again.
+        public var projectionDamage: String?
     }
 
     public func statistics() throws -> Statistics {
@@ -349,14 +352,20 @@ public final class EventLog: Sendable {
             for (name, db) in [("events", events), ("ids", ids), ("samples", samples), ("sync", sync), ("meta", meta)] {
                 databases[name] = try txn.statistics(db)
             }
+            var position: UInt64 = 0, version: UInt64?, damage: String?
+            do {
+                position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
+                version = try metaNumber(EventLog.projectionVersionKey, in: txn)
+            } catch let error as DamagedState {
+                damage = error.reason
+            }
             return Statistics(
                 head: try head(in: txn), countsByKind: counts,
                 zone: try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC",
                 created: try txn.get(meta, Array("created".utf8)).map { String(decoding: $0, as: UTF8.self) },
                 mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
                 databases: databases,
-                projectionPosition: try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0,
-                projectionVersion: try metaNumber(EventLog.projectionVersionKey, in: txn))
+                projectionPosition: position, projectionVersion: version, projectionDamage: damage)
         }
     }
 }

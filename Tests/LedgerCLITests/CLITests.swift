@@ -198,6 +198,7 @@ struct CommandTests {
             #expect(row["projections_position"] == .int(5))
             #expect(row["projections_fold_version"] == .int(Int64(ActivityFold.version)))
             #expect(row["projections_current"] == .bool(true))
+            #expect(row["projections_damaged"] == .null)
         }
     }
 

@@ -142,6 +142,39 @@ struct ProjectCommandTests {
         }
     }
 
+    @Test("stats reports a damaged projections position instead of failing, and rebuild mends it")
+    func statsOnDamagedPosition() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
+            do {
+                let environment = try Environment(path: db)
+                let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+                try environment.write { try $0.put(meta, Array("projections.position".utf8), [1]) }
+            }
+            func stats() throws -> [String: JSONValue] {
+                let run = ledger(["stats", "--format", "json"], db: db)
+                #expect(run.status == 0, "\(run.stderr)")
+                guard case .array(let rows) = try JSONValue.parse(Array(run.stdout.utf8)), let row = rows.first?.objectValue
+                else {
+                    Issue.record("stats json: \(run.stdout)")
+                    return [:]
+                }
+                return row
+            }
+            let damaged = try stats()
+            #expect(damaged["head"] == .int(4))
+            #expect(damaged["projections_position"] == .null)
+            #expect(damaged["projections_current"] == .bool(false))
+            #expect(damaged["projections_damaged"] == .string("'meta' holds 1 bytes under 'projections.position', not 8; 'ledger rebuild' writes it again"))
+            #expect(ledger(["project", "daily"], db: db).status == 1)
+            #expect(ledger(["rebuild"], db: db).status == 0)
+            let mended = try stats()
+            #expect(mended["projections_position"] == .int(4))
+            #expect(mended["projections_current"] == .bool(true))
+            #expect(mended["projections_damaged"] == .null)
+        }
+    }
+
     @Test("usage errors for project and replay")
     func usageErrors() {
         let cases: [([String], String)] = [
