@@ -56,6 +56,16 @@ extension ProjectionName {
 /// projections.
 extension EventLog {
     func storeChanges(_ changes: [RowChange], in txn: Transaction) throws {
+        try EventLog.encodeChanges(changes) { key, value in
+            try txn.put(changesDatabase, key, value, append: true)
+        }
+    }
+
+    /// The `changes` table's entries for `changes` (one flush of the fold), in key order: the
+    /// key is the seq and the change's index within it; the value the projection, type and
+    /// user (for filters) and the change's JSON. What appends store and `verify` compares.
+    static func encodeChanges(_ changes: [RowChange],
+                              _ body: (_ key: [UInt8], _ value: [UInt8]) throws -> Void) rethrows {
         var index: UInt32 = 0
         var lastSeq: UInt64 = 0
         for change in changes {
@@ -72,7 +82,7 @@ extension EventLog {
             value += change.jsonBytes
             var key = change.seq.bigEndianBytes
             withUnsafeBytes(of: index.bigEndian) { key += $0 }
-            try txn.put(changesDatabase, key, value, append: true)
+            try body(key, value)
             index += 1
         }
     }

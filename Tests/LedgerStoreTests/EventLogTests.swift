@@ -44,6 +44,14 @@ func putRaw(_ path: String, _ name: String, _ key: [UInt8], _ value: [UInt8]) th
     try environment.write { try $0.put(database, key, value) }
 }
 
+/// Deletes one key straight from the database `name` of the environment at `path` (as
+/// `putRaw` writes one). Nothing else may have the environment open in this process.
+func deleteRaw(_ path: String, _ name: String, _ key: [UInt8]) throws {
+    let environment = try Environment(path: path)
+    let database = try #require(try environment.openDatabases([name])[name])
+    _ = try environment.write { try $0.delete(database, key) }
+}
+
 @Suite("Event log")
 struct EventLogTests {
     @Test("seq is gapless from 1 and the chain verifies")
@@ -639,6 +647,39 @@ struct EventLogTests {
             })
             _ = try log.rebuildProjections()
             #expect(try log.verifyProjections() > 0)
+        }
+    }
+
+    /// The changes are what subscribers are sent: a stored change that differs from what the
+    /// fold makes, one too many, or one missing, is named; rebuild writes them again.
+    @Test("verify compares the stored changes with the fresh fold's, batch by batch")
+    func verifyComparesChanges() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 10)
+            do {
+                let log = try EventLog(path: path, create: false)
+                _ = try log.append(try batch(sampleLine(value: 5)))
+                #expect(try log.verifyProjections() > 0)
+            }
+            let (key, value) = try lastRaw(path, "changes")
+            var altered = value
+            altered[altered.count - 2] ^= 0x01  // inside the change's JSON, which still decodes
+            var extra = key
+            extra[extra.count - 1] &+= 1  // the next index of the same seq
+            let damages: [(String, () throws -> Void, [UInt8])] = [
+                ("altered", { try putRaw(path, "changes", key, altered) }, key),
+                ("one too many", { try putRaw(path, "changes", extra, value) }, extra),
+                ("missing", { try deleteRaw(path, "changes", key) }, key),
+            ]
+            for (name, damage, named) in damages {
+                try damage()
+                let log = try EventLog(path: path, create: false)
+                #expect("\(name)", performing: { _ = try log.verifyProjections() }, throws: { error in
+                    (error as? LedgerError) == .stateMismatch(table: "changes", key: named.hex)
+                })
+                _ = try log.rebuildProjections()
+                #expect(try log.verifyProjections() > 0, "\(name)")
+            }
         }
     }
 
