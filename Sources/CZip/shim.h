@@ -13,4 +13,5 @@ typedef __typeof__(&zip_fopen_index) ledger_zip_fopen_index_fn;
 typedef __typeof__(&zip_fread) ledger_zip_fread_fn;
 typedef __typeof__(&zip_fclose) ledger_zip_fclose_fn;
 typedef __typeof__(&zip_close) ledger_zip_close_fn;
+typedef __typeof__(&zip_file_strerror) ledger_zip_file_strerror_fn;
 #endif

@@ -53,7 +53,8 @@ final class ExportStream {
         var info = stat()
         fstat(fd, &info)
         let regular = (info.st_mode & S_IFMT) == S_IFREG
-        if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] {
+        // An archive's first entry, or the end of an archive with no entry at all.
+        if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] || magic == [0x50, 0x4B, 0x05, 0x06] {
             close(fd)
             guard regular else {
                 throw ImportError.cannotOpen(path: path, reason: "a zip archive must be a file, not a pipe (libzip reads its directory at the end); unzip it and pipe export.xml, or save the archive first")
@@ -63,27 +64,42 @@ final class ExportStream {
             guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
                 throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (libzip error \(code))")
             }
-            var index: Int64 = -1
-            for candidate in 0..<zip.getNumEntries(archive, 0) {
+            var found: [(index: Int64, name: String)] = []
+            for candidate in 0..<max(0, zip.getNumEntries(archive, 0)) {
                 guard let name = zip.getName(archive, UInt64(candidate), 0) else { continue }
                 let text = String(cString: name)
-                if text == "export.xml" || text.hasSuffix("/export.xml") {
-                    index = candidate
-                    break
-                }
+                if text == "export.xml" || text.hasSuffix("/export.xml") { found.append((candidate, text)) }
             }
-            guard index >= 0 else {
+            guard let index = found.first?.index, found.count == 1 else {
                 zip.close(archive)
-                throw ImportError.unusableArchive(path: path, reason: "the archive holds no export.xml")
+                // Two exports in one archive: importing either one silently would leave the
+                // other out, and which one is meant is the user's to say.
+                throw ImportError.unusableArchive(path: path, reason: found.isEmpty ? "the archive holds no export.xml"
+                    : "the archive holds \(found.count) files named export.xml (\(found.map(\.name).joined(separator: ", "))); unzip the one to import and import that file")
             }
             var stat = zip_stat_t()
             zip.statInit(&stat)
             zip.statIndex(archive, UInt64(index), 0, &stat)
-            guard let file = zip.fopenIndex(archive, UInt64(index), 0) else {
-                zip.close(archive)
-                throw ImportError.unusableArchive(path: path, reason: "export.xml inside it cannot be read (encrypted, or compressed with a method libzip lacks)")
+            func openEntry() throws -> OpaquePointer {
+                guard let file = zip.fopenIndex(archive, UInt64(index), 0) else {
+                    zip.close(archive)
+                    throw ImportError.unusableArchive(path: path, reason: "export.xml inside it cannot be read (encrypted, or compressed with a method libzip lacks)")
+                }
+                return file
             }
-            source = .zip(zip, archive: archive, file: file)
+            // libzip checks the entry's CRC-32 only when its last byte is read, and by then the
+            // import has committed every batch before: a damaged byte that still parses (a
+            // digit) would be in the ledger, and the good file's record, re-imported, a second
+            // sample beside it. So the entry is read through once first; nothing is committed
+            // from an archive that fails its own check.
+            let checked = try openEntry()
+            if let damage = ExportStream.readThrough(checked, zip) {
+                zip.fclose(checked)
+                zip.close(archive)
+                throw ImportError.unusableArchive(path: path, reason: "export.xml inside it is damaged (\(damage)); nothing was imported")
+            }
+            zip.fclose(checked)
+            source = .zip(zip, archive: archive, file: try openEntry())
             totalBytes = Int64(stat.size)
         } else {
             if (info.st_mode & S_IFMT) == S_IFDIR {
@@ -103,6 +119,17 @@ final class ExportStream {
             }
             source = .file(fd)
             totalBytes = regular ? Int64(info.st_size) : 0
+        }
+    }
+
+    /// Reads `file` (an entry of an archive) to its end, which makes libzip check its CRC-32.
+    /// Returns libzip's reason when a read fails, nil when the entry is whole.
+    static func readThrough(_ file: OpaquePointer, _ zip: LibZip) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) }
+            if count == 0 { return nil }
+            if count < 0 { return zip.fileError(file).map { String(cString: $0) } ?? "a read failed" }
         }
     }
 
@@ -151,6 +178,7 @@ final class ExportStream {
                 }
             case .zip(let zip, _, let file):
                 count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })
+                if count < 0 { problem = zip.fileError(file).map { "the archive could not be read: " + String(cString: $0) } }
             }
             if count < 0 { return -1 }
             if count == 0 {

@@ -54,6 +54,7 @@ struct LibZip: ImportLibrary, @unchecked Sendable {
     let fread: ledger_zip_fread_fn
     let fclose: ledger_zip_fclose_fn
     let close: ledger_zip_close_fn
+    let fileError: ledger_zip_file_strerror_fn
 
     static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibZip() }
 
@@ -68,5 +69,6 @@ struct LibZip: ImportLibrary, @unchecked Sendable {
         fread = try library.function("zip_fread", as: ledger_zip_fread_fn.self)
         fclose = try library.function("zip_fclose", as: ledger_zip_fclose_fn.self)
         close = try library.function("zip_close", as: ledger_zip_close_fn.self)
+        fileError = try library.function("zip_file_strerror", as: ledger_zip_file_strerror_fn.self)
     }
 }

@@ -126,6 +126,46 @@ struct ImportTests {
         }
     }
 
+    /// libzip checks an entry's CRC-32 only at its end: an import that committed batches as it
+    /// went kept a damaged record, and the good file's, re-imported, counted beside it.
+    @Test("a damaged archive, one with two exports and one with no entry are refused with nothing imported")
+    func damagedArchives() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent().path
+            let records = [700, 800, 900].enumerated().map { index, value in
+                #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 1\#(index):00:00 +0200" endDate="2022-09-30 1\#(index):10:00 +0200" value="\#(value)"/>"#
+            }
+            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n"
+            let made = try runProcess("/usr/bin/env", ["python3", "-c", """
+                import sys, zipfile
+                folder, xml = sys.argv[1], sys.argv[2].encode()
+                with zipfile.ZipFile(folder + "/good.zip", "w", zipfile.ZIP_STORED) as z:
+                    z.writestr("apple_health_export/export.xml", xml)
+                data = open(folder + "/good.zip", "rb").read()
+                open(folder + "/damaged.zip", "wb").write(data.replace(b'value="800"', b'value="801"'))
+                with zipfile.ZipFile(folder + "/two.zip", "w") as z:
+                    z.writestr("other/export.xml", xml)
+                    z.writestr("apple_health_export/export.xml", xml)
+                zipfile.ZipFile(folder + "/none.zip", "w").close()
+                """, folder, xml])
+            try #require(made.status == 0, "python3 zipfile: \(made.stderr)")
+            #expect(ledger(["import", "apple-health", folder + "/good.zip", "--batch", "1"], db: db).status == 0)
+            let head = try EventLog(path: db, create: false).head().seq
+            #expect(head == 3)
+            let refusals = [
+                ("damaged.zip", "export.xml inside it is damaged (CRC error); nothing was imported"),
+                ("two.zip", "the archive holds 2 files named export.xml (other/export.xml, apple_health_export/export.xml); unzip the one to import and import that file"),
+                ("none.zip", "the archive holds no export.xml"),
+            ]
+            for (name, reason) in refusals {
+                let run = ledger(["import", "apple-health", folder + "/" + name, "--batch", "1"], db: db)
+                #expect(run.status == 65, "\(name): \(run.stderr)")
+                #expect(run.stderr == "Error: '\(folder)/\(name)' cannot be imported: \(reason)\n")
+                #expect(try EventLog(path: db, create: false).head().seq == head, "\(name)")
+            }
+        }
+    }
+
     @Test("a zip archive, a broken DTD and stray control characters")
     func zipAndQuirks() throws {
         try withTemporaryLedger { db in
