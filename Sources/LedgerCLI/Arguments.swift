@@ -114,13 +114,25 @@ func parseSize(_ text: String) -> Int? {
                                   ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
                                   ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
     for (suffix, factor) in units where text.hasSuffix(suffix) {
-        guard let number = Double(text.dropLast(suffix.count)), number > 0, number.isFinite,
+        // Decimal digits only: `Double` would also read `0x10` and `1e3`.
+        let digits = text.dropLast(suffix.count)
+        guard digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+              let number = Double(digits), number > 0, number.isFinite,
               number * Double(factor) < Double(Int.max / 2)
         else { return nil }
         return Int(number * Double(factor))
     }
     guard let plain = Int(text), plain > 0 else { return nil }
     return plain
+}
+
+/// `bytes` in the largest binary unit that divides it: `64 MiB`, `1 GiB`, `4096 bytes`.
+func formatSize(_ bytes: Int) -> String {
+    for (suffix, factor) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+    where bytes >= factor && bytes % factor == 0 {
+        return "\(bytes / factor) \(suffix)"
+    }
+    return "\(bytes) bytes"
 }
 
 /// Parses a non-negative whole number option.
@@ -133,9 +145,9 @@ func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 
 
 /// Parses a non-negative whole number option that counts things in memory (a limit, a batch
 /// size): at most `Int.max`.
-func parseSize(_ text: String, option: String, usage: String) throws -> Int {
-    guard let value = Int(text), value >= 0 else {
-        throw CLIError.usage("option '--\(option)' needs a whole number from 0 to \(Int.max), got '\(text)'", usage: usage)
+func parseSize(_ text: String, option: String, usage: String, minimum: Int = 0) throws -> Int {
+    guard let value = Int(text), value >= minimum else {
+        throw CLIError.usage("option '--\(option)' needs a whole number from \(minimum) to \(Int.max), got '\(text)'", usage: usage)
     }
     return value
 }

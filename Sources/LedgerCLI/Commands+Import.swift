@@ -43,8 +43,7 @@ extension Commands {
             }
             zone = text
         }
-        let batchSize = try arguments.value("batch").map { try parseSize($0, option: "batch", usage: usage) } ?? 10_000
-        guard batchSize > 0 else { throw CLIError.usage("option '--batch' needs a whole number from 1 to \(Int.max), got '0'", usage: usage) }
+        let batchSize = try arguments.value("batch").map { try parseSize($0, option: "batch", usage: usage, minimum: 1) } ?? 10_000
 
         let reader: HealthExportReader
         do {

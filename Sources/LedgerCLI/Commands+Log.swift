@@ -30,11 +30,17 @@ extension Commands {
             }
             mapSize = size
         }
-        let path = context.databasePath(arguments)
-        let log = try context.openLog(arguments, create: true, mapSize: mapSize)
+        let path = try context.databasePath(arguments)
+        let existed = FileManager.default.fileExists(atPath: (path as NSString).appendingPathComponent("data.mdb"))
+        let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize)
         try log.initialize(zone: zone)
         let head = try log.head()
         context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
+        if existed, mapSize != nil {
+            // Said, not silently ignored: the size given is not the ledger's.
+            let current = try log.statistics().mapSize
+            context.stderr.write("note: --map-size applies to a new ledger only; this one exists, with a map of \(formatSize(current)) that doubles by itself when full\n")
+        }
         return 0
     }
 

@@ -187,6 +187,11 @@ extension Commands {
             filter.from = try date("from")
             filter.to = try date(toOption)
         }
+        // A grant has no day: a date given with grants would be ignored, and the rows not the
+        // ones asked for.
+        if projection == .grants, let option = ["date", "from", toOption].first(where: { arguments.value($0) != nil }) {
+            throw CLIError.usage("grants rows have no date; --\(option) does not apply to them", usage: usage)
+        }
         let fallback = arguments.has("fallback")
         if fallback {
             guard projection == .daily, arguments.value("date") != nil else {

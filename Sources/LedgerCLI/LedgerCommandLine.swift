@@ -98,22 +98,28 @@ struct CommandContext {
     /// The clock for "today"; injected so tests can fix it.
     var now: @Sendable () -> Timestamp
 
-    /// `--db`, else `$LEDGER_DB`, else `./ledger.db` (SPEC §2).
-    func databasePath(_ arguments: ParsedArguments) -> String {
-        if let path = arguments.value("db"), !path.isEmpty { return path }
+    /// `--db`, else `$LEDGER_DB`, else `./ledger.db` (SPEC §2). An empty `--db` is a usage
+    /// error, not the default: `--db "$DIR"` with the variable unset would otherwise write to
+    /// whatever ledger.db the working directory holds. (An empty `LEDGER_DB` counts as unset,
+    /// as shells' empty variables usually do.)
+    func databasePath(_ arguments: ParsedArguments) throws -> String {
+        if let path = arguments.value("db") {
+            guard !path.isEmpty else { throw CLIError.usage("--db must not be empty", usage: arguments.usage) }
+            return path
+        }
         if let path = environment["LEDGER_DB"], !path.isEmpty { return path }
         return "ledger.db"
     }
 
     func openLog(_ arguments: ParsedArguments, create: Bool, mapSize: Int? = nil) throws -> EventLog {
-        try EventLog(path: databasePath(arguments), create: create, mapSize: mapSize)
+        try EventLog(path: try databasePath(arguments), create: create, mapSize: mapSize)
     }
 
     /// Runs `body` with the ledger, created if missing. When `body` throws and this run created
     /// the ledger, it is removed, but only while it holds no event and no client: another
     /// process (a second import of the same file, a server) may have committed to it since.
     func withCreatedLog<R>(_ arguments: ParsedArguments, _ body: (EventLog) throws -> R) throws -> R {
-        let path = databasePath(arguments)
+        let path = try databasePath(arguments)
         let existed = FileManager.default.fileExists(atPath: path)
         var opened: EventLog?
         do {

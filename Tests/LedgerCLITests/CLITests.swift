@@ -289,7 +289,31 @@ struct CommandTests {
             #expect(zone.stderr.contains("unknown time zone 'Mars/Olympus'"))
             #expect(zone.stderr.contains("\nUsage: ledger init"))
             #expect(ledger(["init", "--map-size", "lots"], db: db).status == 64)
+            #expect(ledger(["init", "--map-size", "0x10MiB"], db: db).status == 64)  // decimal only
             #expect(ledger(["init", "--map-size", "1MiB"], db: db).status == 0)
+            // On a ledger that exists, the size is not taken silently as if it were applied.
+            let again = ledger(["init", "--map-size", "1GiB"], db: db)
+            #expect(again.status == 0)
+            #expect(again.stderr == "note: --map-size applies to a new ledger only; this one exists, with a map of 1 MiB that doubles by itself when full\n")
+            let stored = try EventLog(path: db, create: false).statistics().mapSize
+            #expect(stored == 1 << 20)
+        }
+    }
+
+    @Test("options that would be ignored or would pick another ledger are usage errors")
+    func ignoredOptions() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: db).status == 0)
+            // An empty --db (an unset variable in a script) is not the default ./ledger.db.
+            let emptyDB = ledger(["append", "--db", ""], stdin: Fixtures.stepsFile(count: 1))
+            #expect(emptyDB.status == 64)
+            #expect(emptyDB.stderr.hasPrefix("Error: --db must not be empty\nUsage: ledger append"))
+            let grants = ledger(["project", "grants", "--from", "2030-01-01"], db: db)
+            #expect(grants.status == 64)
+            #expect(grants.stderr.hasPrefix("Error: grants rows have no date; --from does not apply to them\n"))
+            #expect(ledger(["project", "grants", "--date", "today"], db: db).status == 64)
+            let batch = ledger(["import", "apple-health", "x.xml", "--batch", "-1"], db: db)
+            #expect(batch.stderr.hasPrefix("Error: option '--batch' needs a whole number from 1 to "))
         }
     }
 
