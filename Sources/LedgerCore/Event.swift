@@ -115,7 +115,9 @@ public struct Sample: Sendable, Equatable {
     /// range, as (field, message); nil when both are in range.
     public static func rangeProblem(value: Double, unit: String, type: QuantityType,
                                     start: Timestamp, end: Timestamp) -> (field: String, message: String)? {
-        valueProblem(value, unit: unit, type: type) ?? (lastsTooLong(start: start, end: end) ? ("end", "'end' is more than 366 days after 'start'") : nil)
+        if !Timestamp.eventRange.contains(start) { return ("start", "'start' is outside the instants an event may name (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z)") }
+        if !Timestamp.eventRange.contains(end) { return ("end", "'end' is outside the instants an event may name (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z)") }
+        return valueProblem(value, unit: unit, type: type) ?? (lastsTooLong(start: start, end: end) ? ("end", "'end' is more than 366 days after 'start'") : nil)
     }
 
     /// Why `value` in `unit` is over `maximumCanonicalValue` once converted; nil when it is not.

@@ -342,13 +342,18 @@ public enum EventDecoder {
         guard let text = value.stringValue else {
             throw FieldError(field, "'\(field)' must be an RFC 3339 timestamp string, got \(value.typeName)")
         }
+        let instant: Timestamp
         do {
-            return try Timestamp.parseRFC3339(text).0
+            instant = try Timestamp.parseRFC3339(text).0
         } catch .malformed {
             throw FieldError(field, "'\(field)' is not an RFC 3339 timestamp with an offset: '\(clip(text))' (like 2026-11-29T08:00:00+08:00)")
         } catch {
             throw FieldError(field, "'\(field)' is a date or time that does not exist: '\(clip(text))'")
         }
+        guard Timestamp.eventRange.contains(instant) else {
+            throw FieldError(field, "'\(field)' is outside the instants an event may name: '\(clip(text))' (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z, so that its day is a date in every zone)")
+        }
+        return instant
     }
 
     static func zoneName(_ object: [String: JSONValue], _ field: String) throws(FieldError) -> String? {

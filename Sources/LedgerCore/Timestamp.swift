@@ -14,6 +14,13 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
         lhs.microseconds < rhs.microseconds
     }
 
+    /// The instants an event may name: from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z, a
+    /// day inside the years RFC 3339 spells. Offsets stay within a day, so the day of such an
+    /// instant in any zone is a date YYYY-MM-DD; an instant such as 9999-12-31T23:00:00-05:00
+    /// (in the year 10000 once in UTC) made rows dated `10000-01-01` that no query could name.
+    public static let eventRange = Timestamp(seconds: Int64(CivilDate(year: 0, month: 1, day: 2).daysSinceEpoch) * 86_400)
+        ... Timestamp(seconds: Int64(CivilDate(year: 9999, month: 12, day: 31).daysSinceEpoch) * 86_400)
+
     /// Why a timestamp string was refused.
     public enum ParseError: Error, Equatable, Sendable {
         /// Not of the RFC 3339 shape, e.g. no offset.

@@ -48,6 +48,7 @@ struct BadInputTests {
         ("unknown unit", #"{"kind":"sample","type":"distance","value":1,"unit":"furlong","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: unit 'furlong' does not fit"),
         ("end before start", goodSample + "\n" + #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T07:10:00Z","source":"iPhone"}"#, "line 2: 'end' precedes 'start'"),
         ("impossible date", #"{"kind":"sample","type":"steps","value":1,"start":"2026-02-30T08:00:00Z","end":"2026-03-01T07:10:00Z","source":"iPhone"}"#, "line 1: 'start' is a date or time that does not exist"),
+        ("an instant in the year 10000 in UTC", #"{"kind":"sample","type":"steps","value":1,"start":"9999-12-31T23:00:00-05:00","end":"9999-12-31T23:10:00-05:00","source":"iPhone"}"#, "line 1: 'start' is outside the instants an event may name"),
         ("no offset", #"{"kind":"sample","type":"steps","value":1,"start":"2026-02-03T08:00:00","end":"2026-03-01T07:10:00Z","source":"iPhone"}"#, "line 1: 'start' is not an RFC 3339 timestamp"),
         ("5 KiB source name", #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":""# + String(repeating: "x", count: 5 * 1024) + "\"}", "line 1: 'source' is longer than 1 KiB"),
         ("2 MiB line", goodSample + "\n{\"kind\":\"sample\",\"pad\":\"" + String(repeating: "y", count: 2 << 20) + "\"}", "line 2: line is longer than 1 MiB"),

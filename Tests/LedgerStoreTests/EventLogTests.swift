@@ -582,18 +582,27 @@ struct EventLogTests {
         }
     }
 
-    /// The state's date checks once refused these: an offset moves an instant out of the years
-    /// 0000–9999, and a zone moves its local day one further.
-    @Test("samples at the edges of the years timestamps may name fold, verify and rebuild")
+    /// The state's date checks once refused samples an offset moved out of the years
+    /// 0000–9999 (and a zone one day further). Input now stops a day inside those years
+    /// (`Timestamp.eventRange`), so every day is a date; the edges still fold and verify.
+    @Test("samples at the edges of the instants events may name fold, verify and rebuild; past them, refused")
     func extremeDays() throws {
         try withTemporaryLedger { path in
             let log = try EventLog(path: path, create: true)
+            for (line, field) in [(#"{"kind":"sample","user":"ann","type":"steps","value":100,"start":"9999-12-31T20:00:00-23:00","end":"9999-12-31T20:00:30-23:00","source":"iPhone"}"#, "start"),
+                                  (#"{"kind":"sample","user":"bob","type":"steps","value":100,"start":"0000-01-01T23:59:00Z","end":"0000-01-02T00:01:00Z","source":"iPhone"}"#, "start"),
+                                  (#"{"kind":"sample","user":"bob","type":"steps","value":100,"start":"9999-12-30T23:59:00Z","end":"9999-12-31T00:00:01Z","source":"iPhone"}"#, "end")] {
+                #expect(performing: { _ = try log.append(try batch(line)) }, throws: { error in
+                    "\(error)".contains("'\(field)' is outside the instants an event may name")
+                })
+            }
             _ = try log.append(try batch("""
-                {"kind":"sample","user":"ann","type":"steps","value":100,"start":"9999-12-31T20:00:00-23:00","end":"9999-12-31T20:00:30-23:00","zone":"+14:00","source":"iPhone"}
-                {"kind":"sample","user":"bob","type":"steps","value":100,"start":"0000-01-01T00:30:00+14:00","end":"0000-01-01T00:31:00+14:00","source":"iPhone"}
+                {"kind":"sample","user":"ann","type":"steps","value":100,"start":"9999-12-30T23:59:30Z","end":"9999-12-31T00:00:00Z","zone":"+14:00","source":"iPhone"}
+                {"kind":"sample","user":"bob","type":"steps","value":100,"start":"0000-01-02T00:00:00Z","end":"0000-01-02T00:01:00Z","source":"iPhone"}
                 """))
             _ = try log.append(try batch(#"{"kind":"profile","user":"bob","zone":"-12:00"}"#))
-            #expect(try log.rows(.daily, filter: RowFilter()).count == 2)
+            let days = try log.rows(.daily, filter: RowFilter()).compactMap { $0.values["date"]?.stringValue }
+            #expect(days == ["9999-12-31", "0000-01-01"])
             #expect(try log.verifyProjections() == 6)
             _ = try log.rebuildProjections()
             #expect(try log.verifyIndexes() > 0)
