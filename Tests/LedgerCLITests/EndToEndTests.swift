@@ -238,3 +238,44 @@ struct LazyLibraryTests {
         #expect(strlen("twelve bytes") == 12)
     }
 }
+
+/// A ledger on a read-only file system (a snapshot, a read-only volume): LMDB cannot open
+/// its lock file there. Needs root, to mount a tmpfs; skipped elsewhere.
+@Suite("A ledger on read-only media")
+struct ReadOnlyMediaTests {
+    /// Whether this process may mount a tmpfs (root, and a kernel that lets it).
+    static let canMount: Bool = {
+        guard geteuid() == 0, let folder = try? makeScratchFolder() else { return false }
+        defer { _ = try? runProcess("/bin/umount", [folder]); try? FileManager.default.removeItem(atPath: folder) }
+        return (try? runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", folder]).status) == 0
+    }()
+
+    static func makeScratchFolder() throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-ro-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    @Test("reading commands work on a read-only file system; a write says why it cannot",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount a tmpfs"))
+    func readOnlyMedia() throws {
+        let binary = try ledgerBinary()
+        let folder = try ReadOnlyMediaTests.makeScratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try #require(try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", folder]).status == 0)
+        defer { _ = try? runProcess("/bin/umount", [folder]) }
+        let db = folder + "/ledger.db"
+        #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8)).status == 0)
+        try #require(try runProcess("/bin/mount", ["-o", "remount,ro", folder]).status == 0)
+        let project = try runProcess(binary, ["project", "daily", "--db", db, "--format", "ndjson"])
+        #expect(project.status == 0, "\(project.stderr)")
+        #expect(project.stdout.contains("\"value\":100"))
+        for command in [["log"], ["stats"], ["verify"], ["replay", "--to-seq", "1"]] {
+            let run = try runProcess(binary, command + ["--db", db])
+            #expect(run.status == 0, "\(command): \(run.stderr)")
+        }
+        let append = try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8))
+        #expect(append.status == 1)
+        #expect(append.stderr == "Error: storage failure: a write to the ledger at '\(db)' failed: Read-only file system\n")
+    }
+}

@@ -37,6 +37,27 @@ public final class Environment: @unchecked Sendable {
     /// Calls `mdb_env_create`, `mdb_env_set_maxdbs`, `mdb_env_set_mapsize`, `mdb_env_open` and
     /// `mdb_reader_check` (to clear slots left by crashed readers).
     public init(path: String, mapSize: Int? = nil, maxDatabases: Int = 32) throws {
+        let flags = UInt32(MDB_NOTLS | MDB_NORDAHEAD)
+        do {
+            handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases, flags: flags)
+            isOnReadOnlyMedia = false
+        } catch let error as LMDBError where error.code == EROFS {
+            // On a read-only file system (a snapshot, a read-only mount) LMDB cannot create or
+            // write its lock file, and no writer can exist there either: the environment is
+            // opened read-only without one, so that reading commands work. Writes then fail
+            // with EROFS (`write`).
+            handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases,
+                                          flags: flags | UInt32(MDB_RDONLY | MDB_NOLOCK))
+            isOnReadOnlyMedia = true
+        }
+        self.path = path
+    }
+
+    /// Whether the environment lies on a read-only file system, and was opened read-only
+    /// without a lock file.
+    public let isOnReadOnlyMedia: Bool
+
+    private static func openEnvironment(_ path: String, mapSize: Int?, maxDatabases: Int, flags: UInt32) throws -> OpaquePointer {
         var env: OpaquePointer?
         try check(mdb_env_create(&env), "mdb_env_create")
         guard let env else { throw LMDBError(code: ENOMEM, call: "mdb_env_create") }
@@ -46,7 +67,6 @@ public final class Environment: @unchecked Sendable {
             if let mapSize {
                 try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
             }
-            let flags = UInt32(MDB_NOTLS | MDB_NORDAHEAD)
             try check(mdb_env_open(env, path, flags, 0o664), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             try check(mdb_reader_check(env, &dead), "mdb_reader_check")
@@ -54,8 +74,7 @@ public final class Environment: @unchecked Sendable {
             mdb_env_close(env)
             throw error
         }
-        self.handle = env
-        self.path = path
+        return env
     }
 
     deinit {
@@ -115,7 +134,8 @@ public final class Environment: @unchecked Sendable {
     /// throws. `body` may run more than once (after the map grows), so it must not have side
     /// effects outside the transaction. The transaction is valid only during the closure.
     public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
-        try writeLock.withLock {
+        if isOnReadOnlyMedia { throw LMDBError(code: EROFS, call: "a write to the ledger at '\(path)'") }
+        return try writeLock.withLock {
             while true {
                 do {
                     return try transaction(readOnly: false, commit: true, body)
