@@ -189,7 +189,7 @@ public final class EventLog: Sendable {
     public func defaultZone() throws -> Zone {
         let name = try environment.read { txn in try txn.get(meta, Array("zone".utf8)) }
             .map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
-        return Zone.named(name) ?? .utc
+        return Zone.stored(name) ?? .utc
     }
 
     // MARK: - Reading
