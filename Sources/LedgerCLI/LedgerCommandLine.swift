@@ -62,7 +62,6 @@ public enum LedgerCommandLine {
         } catch let error as InputError {
             return fail(.data(error.description), context)
         } catch let error as LedgerError {
-            if case .projectionMismatch = error { return fail(.runtime(error.description), context) }
             return fail(.runtime(error.description), context)
         } catch let error as LMDBError {
             return fail(.runtime("storage failure: \(error.description)"), context)

@@ -70,10 +70,14 @@ public final class EventLog: Sendable {
         let manager = FileManager.default
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
         if !manager.fileExists(atPath: dataFile) {
-            guard create else { throw LedgerError.noLedger(path: path) }
-            // mkdir(2) itself, for its plain errno (Foundation's error prints as a dictionary).
             var isDirectory: ObjCBool = false
-            if manager.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            let isFile = manager.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
+            // A file is no ledger, and `init` could not make one there either.
+            guard create else {
+                throw isFile ? LedgerError.notADirectory(path: path) : LedgerError.noLedger(path: path)
+            }
+            // mkdir(2) itself, for its plain errno (Foundation's error prints as a dictionary).
+            if isFile {
                 throw LedgerError.cannotCreate(path: path, reason: "it is a file, not a ledger directory")
             }
             if let failure = EventLog.makeDirectory(path) {

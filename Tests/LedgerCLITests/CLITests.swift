@@ -279,6 +279,11 @@ struct CommandTests {
                 #expect(run.status == 1)
                 #expect(run.stderr.hasPrefix("Error: no ledger at '\(db)'"))
             }
+            // A file there is said to be one: 'ledger init' could not make a ledger of it.
+            try Data("not a ledger".utf8).write(to: URL(fileURLWithPath: db))
+            let file = ledger(["log"], db: db)
+            #expect(file.status == 1)
+            #expect(file.stderr == "Error: '\(db)' is a file, not a ledger directory; point --db at a ledger directory\n")
         }
     }
 
