@@ -25,7 +25,7 @@ public final class DayCalendar: Sendable {
     /// The validated zone for `name` (which was validated when its event was appended);
     /// UTC if it no longer resolves (a tz database that dropped a name).
     public func zone(named name: String) -> Zone {
-        Zone.stored(name) ?? .utc
+        Zone.named(name) ?? .utc
     }
 
     /// Days since 1970-01-01 of the local date of `instant` (microseconds) in `zone`.

@@ -37,10 +37,8 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         }
         // Foundation also accepts abbreviations such as "EST" and forms such as "GMT+5";
         // require an IANA name (Area/Location, or UTC/GMT) so that stored zones stay portable.
-        // knownTimeZoneIdentifiers alone is not enough: on Linux it omits Asia/Kolkata and Etc/*,
-        // and the IANA's older names without an area (Japan, EST5EDT, Zulu).
-        guard Zone.looksLikeIANAName(text) || TimeZone.knownTimeZoneIdentifiers.contains(text)
-                || Zone.isAreaLessNameInZoneDatabase(text),
+        // knownTimeZoneIdentifiers alone is not enough: on Linux it omits Asia/Kolkata and Etc/*.
+        guard Zone.looksLikeIANAName(text) || TimeZone.knownTimeZoneIdentifiers.contains(text),
               let zone = TimeZone(identifier: text)
         else { return nil }
         self.init(name: text, timeZone: zone)
@@ -59,15 +57,6 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         return zone
     }
 
-    /// A zone name read back from the ledger: it was validated when written, perhaps on a
-    /// machine whose zone database knew more (an area-less name needs the database's file),
-    /// so any name Foundation resolves is taken rather than counted as UTC.
-    public static func stored(_ name: String) -> Zone? {
-        if let zone = named(name) { return zone }
-        guard name.utf8.allSatisfy({ $0 < 0x80 }), let zone = TimeZone(identifier: name) else { return nil }
-        return Zone(name: name, timeZone: zone)
-    }
-
     /// Whether `Zone(text)` succeeds (through `named`'s memory).
     public static func isValid(_ text: String) -> Bool { named(text) != nil }
 
@@ -80,21 +69,6 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
         return parts.allSatisfy { part in
             !part.isEmpty && part.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "_+-".contains($0)) }
         }
-    }
-
-    /// Whether `text` names a zone of the system's time zone database without an area: the
-    /// IANA keeps older names such as `Japan`, `EST5EDT`, `GB` and `Zulu` as links, which are
-    /// files there. Abbreviations that Foundation also takes (`PST`) are not, nor are the
-    /// database's own files (`zone.tab`, `posixrules`: not capitalised, or no zone data).
-    static func isAreaLessNameInZoneDatabase(_ text: String) -> Bool {
-        guard text.first?.isUppercase == true,
-              text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "_+-".contains($0)) })
-        else { return false }
-        let fd = open("/usr/share/zoneinfo/" + text, O_RDONLY)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var magic = [UInt8](repeating: 0, count: 4)
-        return read(fd, &magic, 4) == 4 && magic == Array("TZif".utf8)
     }
 
     /// `+08:00` → 28800; nil when not of that shape.

@@ -282,7 +282,7 @@ extension EventLog {
     /// default zone (what `--date today` means).
     public func today(for user: String?, now: Timestamp) throws -> CivilDate {
         var zone = try defaultZone()
-        if let user, let name = try profileZone(of: user), let profile = Zone.stored(name) {
+        if let user, let name = try profileZone(of: user), let profile = Zone(name) {
             zone = profile
         }
         let local = now.microseconds / 1_000_000 + Int64(zone.offset(at: now))

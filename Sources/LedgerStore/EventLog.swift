@@ -193,7 +193,7 @@ public final class EventLog: Sendable {
     public func defaultZone() throws -> Zone {
         let name = try environment.read { txn in try txn.get(meta, Array("zone".utf8)) }
             .map { String(decoding: $0, as: UTF8.self) } ?? "UTC"
-        return Zone.stored(name) ?? .utc
+        return Zone.named(name) ?? .utc
     }
 
     // MARK: - Reading

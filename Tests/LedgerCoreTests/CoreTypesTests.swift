@@ -121,27 +121,9 @@ struct ZoneTests {
         #expect(Zone.utc.offset(at: summer) == 0)
     }
 
-    /// The IANA's older names without an area are links in the zone database; an audit found
-    /// 44 of them refused.
-    @Test("IANA names without an area are zones", arguments: ["Japan", "EST5EDT", "Singapore", "GB", "Zulu", "UCT", "GMT0", "EST"])
-    func areaLess(text: String) throws {
-        let zone = try #require(Zone(text))
-        #expect(zone.name == text)
-    }
-
-    @Test("the old names keep their rules")
-    func areaLessRules() throws {
-        let summer = Timestamp(seconds: 1_782_907_200)   // 2026-07-01T12:00:00Z
-        #expect(Zone("Japan")?.offset(at: summer) == 32_400)
-        #expect(Zone("EST5EDT")?.offset(at: summer) == -14_400)
-        #expect(Zone("GB")?.offset(at: summer) == 3_600)
-    }
-
     @Test("anything else is refused", arguments: [
         "", "Mars/Olympus_Mons", "europe/paris", "Europe/Paris ", "Europe", "+24:00", "local",
         String(repeating: "A", count: 65),
-        // Abbreviations Foundation takes, and the zone database's own files.
-        "PST", "CEST", "posixrules", "localtime", "zone.tab", "Etc", "GMT+5",
     ])
     func refused(text: String) {
         #expect(Zone(text) == nil)
