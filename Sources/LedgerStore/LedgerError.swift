@@ -22,6 +22,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case diskFull(path: String)
     /// The ledger's directory could not be made.
     case cannotCreate(path: String, reason: String)
+    /// The ledger is on a read-only file system, and what was asked cannot be done there.
+    case readOnlyMedia(path: String, reason: String)
     /// The path is a file, where a ledger is a directory.
     case notADirectory(path: String)
     /// The path holds an LMDB environment that is not a ledger.
@@ -49,6 +51,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the log's index '\(index)' disagrees with the log at key \(key): \(reason); run 'ledger rebuild --indexes'"
         case .cannotCreate(let path, let reason):
             "cannot create a ledger at '\(path)': \(reason)"
+        case .readOnlyMedia(let path, let reason):
+            "the ledger at '\(path)' is on a read-only file system: \(reason)"
         case .notADirectory(let path):
             "'\(path)' is a file, not a ledger directory; point --db at a ledger directory"
         case .notALedger(let path, let reason):

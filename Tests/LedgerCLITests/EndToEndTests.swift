@@ -240,33 +240,44 @@ struct LazyLibraryTests {
 }
 
 /// A ledger on a read-only file system (a snapshot, a read-only volume): LMDB cannot open
-/// its lock file there. Needs root, to mount a tmpfs; skipped elsewhere.
-@Suite("A ledger on read-only media")
+/// its lock file there. The read-only view is a bind mount of a writable directory, remounted
+/// read-only, as a container's `:ro` volume is. Needs root, to mount; skipped elsewhere.
+@Suite("A ledger on read-only media", .serialized)
 struct ReadOnlyMediaTests {
-    /// Whether this process may mount a tmpfs (root, and a kernel that lets it).
+    /// Whether this process may make a read-only bind mount (root, and a kernel that lets it).
     static let canMount: Bool = {
-        guard geteuid() == 0, let folder = try? makeScratchFolder() else { return false }
-        defer { _ = try? runProcess("/bin/umount", [folder]); try? FileManager.default.removeItem(atPath: folder) }
-        return (try? runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", folder]).status) == 0
+        guard geteuid() == 0, let (source, view) = try? makeFolders() else { return false }
+        defer { cleanUp(source, view) }
+        return (try? readOnlyView(of: source, at: view)) == true
     }()
 
-    static func makeScratchFolder() throws -> String {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-ro-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        return folder
+    static func makeFolders() throws -> (source: String, view: String) {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-ro-\(UUID().uuidString)").path
+        for folder in [base + "/source", base + "/view"] {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+        return (base + "/source", base + "/view")
+    }
+
+    static func readOnlyView(of source: String, at view: String) throws -> Bool {
+        guard try runProcess("/bin/mount", ["--bind", source, view]).status == 0 else { return false }
+        return try runProcess("/bin/mount", ["-o", "remount,bind,ro", view]).status == 0
+    }
+
+    static func cleanUp(_ source: String, _ view: String) {
+        _ = try? runProcess("/bin/umount", [view])
+        try? FileManager.default.removeItem(atPath: (source as NSString).deletingLastPathComponent)
     }
 
     @Test("reading commands work on a read-only file system; a write says why it cannot",
-          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount a tmpfs"))
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
     func readOnlyMedia() throws {
         let binary = try ledgerBinary()
-        let folder = try ReadOnlyMediaTests.makeScratchFolder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        try #require(try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=16m", "tmpfs", folder]).status == 0)
-        defer { _ = try? runProcess("/bin/umount", [folder]) }
-        let db = folder + "/ledger.db"
-        #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8)).status == 0)
-        try #require(try runProcess("/bin/mount", ["-o", "remount,ro", folder]).status == 0)
+        let (source, view) = try ReadOnlyMediaTests.makeFolders()
+        defer { ReadOnlyMediaTests.cleanUp(source, view) }
+        #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
+        try #require(try ReadOnlyMediaTests.readOnlyView(of: source, at: view))
+        let db = view + "/ledger.db"
         let project = try runProcess(binary, ["project", "daily", "--db", db, "--format", "ndjson"])
         #expect(project.status == 0, "\(project.stderr)")
         #expect(project.stdout.contains("\"value\":100"))
@@ -276,6 +287,35 @@ struct ReadOnlyMediaTests {
         }
         let append = try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8))
         #expect(append.status == 1)
-        #expect(append.stderr == "Error: storage failure: a write to the ledger at '\(db)' failed: Read-only file system\n")
+        #expect(append.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: this command writes to it"))
+    }
+
+    /// Without LMDB's lock, a writer does not know of a reader's snapshot and may reuse its
+    /// pages: a process holding the ledger open through a writable path must stop the read.
+    @Test("a read-only view of a ledger another process has open is refused",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
+    func liveWriterElsewhere() throws {
+        let binary = try ledgerBinary()
+        let (source, view) = try ReadOnlyMediaTests.makeFolders()
+        defer { ReadOnlyMediaTests.cleanUp(source, view) }
+        #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
+        try #require(try ReadOnlyMediaTests.readOnlyView(of: source, at: view))
+        // `subscribe` holds the ledger open (and its lock) until stopped.
+        let subscriber = Process()
+        subscriber.executableURL = URL(fileURLWithPath: binary)
+        subscriber.arguments = ["subscribe", "daily", "--db", source + "/ledger.db"]
+        subscriber.standardOutput = FileHandle.nullDevice
+        subscriber.standardError = FileHandle.nullDevice
+        try subscriber.run()
+        var refused = try runProcess(binary, ["stats", "--db", view + "/ledger.db"])
+        for _ in 0..<100 where refused.status == 0 {  // until the subscriber has it open
+            Thread.sleep(forTimeInterval: 0.02)
+            refused = try runProcess(binary, ["stats", "--db", view + "/ledger.db"])
+        }
+        #expect(refused.status == 1)
+        #expect(refused.stderr.hasPrefix("Error: the ledger at '\(view)/ledger.db' is on a read-only file system: LMDB cannot take its lock there, and another process has the ledger open"))
+        subscriber.terminate()
+        subscriber.waitUntilExit()
+        #expect(try runProcess(binary, ["stats", "--db", view + "/ledger.db"]).status == 0)
     }
 }

@@ -42,12 +42,17 @@ public final class Environment: @unchecked Sendable {
             handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases, flags: flags)
             isOnReadOnlyMedia = false
         } catch let error as LMDBError where error.code == EROFS {
-            // On a read-only file system (a snapshot, a read-only mount) LMDB cannot create or
-            // write its lock file, and no writer can exist there either: the environment is
-            // opened read-only without one, so that reading commands work. Writes then fail
-            // with EROFS (`write`).
+            // On a read-only file system (a snapshot, a read-only mount) LMDB cannot open its
+            // lock file for writing. Without the lock, a reader's snapshot is invisible to
+            // writers, which may then reuse its pages: so the environment is opened read-only
+            // without a lock file only when no process has it open. (The same directory may be
+            // writable through another mount: a read-only bind mount, a container's `:ro`
+            // volume.) Writes then fail with `LedgerError.readOnlyMedia` (`write`).
+            if Environment.isOpenElsewhere(path) {
+                throw LedgerError.readOnlyMedia(path: path, reason: "LMDB cannot take its lock there, and another process has the ledger open: a reader without the lock could see pages that process rewrites. Read it where it is writable, or from a copy (mdb_copy)")
+            }
             handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases,
-                                          flags: flags | UInt32(MDB_RDONLY | MDB_NOLOCK))
+                                                     flags: flags | UInt32(MDB_RDONLY | MDB_NOLOCK))
             isOnReadOnlyMedia = true
         }
         self.path = path
@@ -56,6 +61,23 @@ public final class Environment: @unchecked Sendable {
     /// Whether the environment lies on a read-only file system, and was opened read-only
     /// without a lock file.
     public let isOnReadOnlyMedia: Bool
+
+    /// Whether a process has the environment at `path` open: each one holds a shared lock on
+    /// the first byte of `lock.mdb` for as long as it does (LMDB's `mdb_env_excl_lock`), which
+    /// `F_GETLK` sees from any mount of the same file on this machine. No lock file: no process
+    /// has ever opened it with locking there. (Locks held on another host over NFS may not show.)
+    static func isOpenElsewhere(_ path: String) -> Bool {
+        let fd = open((path as NSString).appendingPathComponent("lock.mdb"), O_RDONLY)
+        guard fd >= 0 else { return errno != ENOENT }
+        defer { close(fd) }
+        var lock = flock()
+        lock.l_type = Int16(F_WRLCK)
+        lock.l_whence = Int16(SEEK_SET)
+        lock.l_start = 0
+        lock.l_len = 1
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return true }  // cannot tell: assume it is
+        return lock.l_type != Int16(F_UNLCK)
+    }
 
     private static func openEnvironment(_ path: String, mapSize: Int?, maxDatabases: Int, flags: UInt32) throws -> OpaquePointer {
         var env: OpaquePointer?
@@ -134,7 +156,9 @@ public final class Environment: @unchecked Sendable {
     /// throws. `body` may run more than once (after the map grows), so it must not have side
     /// effects outside the transaction. The transaction is valid only during the closure.
     public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
-        if isOnReadOnlyMedia { throw LMDBError(code: EROFS, call: "a write to the ledger at '\(path)'") }
+        if isOnReadOnlyMedia {
+            throw LedgerError.readOnlyMedia(path: path, reason: "this command writes to it (an append, a rebuild, or bringing projections made by another build, or a layout an older build wrote, up to date); copy it somewhere writable (mdb_copy) to run it there")
+        }
         return try writeLock.withLock {
             while true {
                 do {
