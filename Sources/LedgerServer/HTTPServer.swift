@@ -401,6 +401,11 @@ public final class HTTPServer: @unchecked Sendable {
         if dateText != nil, argument("from") != nil || argument(upper) != nil {
             return .error(400, "'date' cannot be combined with 'from' or '\(upper)'")
         }
+        // As the CLI: a grant has no day, so a day given would be ignored, and the rows not
+        // the ones asked for.
+        if projection == .grants, let parameter = ["date", "from", upper].first(where: { argument($0) != nil }) {
+            return .error(400, "grants rows have no date; '\(parameter)' does not apply to them")
+        }
         var today = false
         // In a replay `to` is the replay point, and `to_date` the last day (as `--to-date`).
         for (parameter, text, keyPath) in [("from", argument("from"), \RowFilter.from), ("to", toText, \RowFilter.to),

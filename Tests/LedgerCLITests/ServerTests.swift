@@ -117,6 +117,11 @@ struct ServerTests {
             #expect(try get("/v1/projections/daily?date=2026-11-29&to=2026-11-30").status == 400)
             let both = try get("/v1/replay/daily?to_seq=2&date=2026-11-29&to_date=2026-11-30")
             #expect(both.status == 400 && both.body.contains("'date' cannot be combined with 'from' or 'to_date'"), "\(both.body)")
+            // A grant has no day, as the CLI says: a date is a 400, not every row.
+            let grants = try get("/v1/projections/grants?from=2030-01-01")
+            #expect(grants.status == 400 && grants.body.contains("grants rows have no date; 'from' does not apply to them"), "\(grants.body)")
+            #expect(try get("/v1/replay/grants?to_seq=2&date=2026-11-29").status == 400)
+            #expect(try get("/v1/replay/grants?to_seq=2").status == 200)
             // to_date bounds the days of a replay, as `replay --to-date` does, with the same bytes.
             let replayed = try get("/v1/replay/daily?to_seq=2&to_date=2026-11-29")
             #expect(replayed.status == 200)
