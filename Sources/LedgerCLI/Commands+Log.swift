@@ -264,7 +264,7 @@ extension Commands {
         // A damaged position or version is reported, not a failure: `rebuild` writes both again.
         let damaged = stats.projectionDamage != nil
         fields += [
-            ("projections_position", damaged ? .null : .int(Int64(stats.projectionPosition))),
+            ("projections_position", stats.projectionPosition.map { .int(Int64($0)) } ?? .null),
             ("projections_fold_version", stats.projectionVersion.map { .int(Int64($0)) } ?? .null),
             ("projections_current", .bool(!damaged && stats.projectionPosition == stats.head.seq
                                           && stats.projectionVersion == UInt64(ActivityFold.version))),

@@ -335,10 +335,11 @@ public final class EventLog: Sendable {
         /// The seq every stored projection has folded through (they are folded together), and
         /// the fold version they were built by: behind the head, or of another version, they
         /// are brought up to date by the next command that reads them.
-        public var projectionPosition: UInt64
+        public var projectionPosition: UInt64?
         public var projectionVersion: UInt64?
-        /// Why the position or version could not be read (a damaged record), if it could not:
-        /// `stats` reports it rather than failing, and `rebuild` writes both again.
+        /// Why the position or version could not be read (a damaged record), if it could not;
+        /// the one that could not is nil. `stats` reports it rather than failing, and
+        /// `rebuild` writes both again.
         public var projectionDamage: String?
     }
 
@@ -356,13 +357,21 @@ public final class EventLog: Sendable {
             for (name, db) in [("events", events), ("ids", ids), ("samples", samples), ("sync", sync), ("meta", meta)] {
                 databases[name] = try txn.statistics(db)
             }
-            var position: UInt64 = 0, version: UInt64?, damage: String?
-            do {
-                position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
-                version = try metaNumber(EventLog.projectionVersionKey, in: txn)
-            } catch let error as DamagedState {
-                damage = error.reason
+            // Each read on its own: one damaged record does not hide the other.
+            var damages: [String] = []
+            func number(_ key: [UInt8]) throws -> UInt64? {
+                do {
+                    return try metaNumber(key, in: txn)
+                } catch let error as DamagedState {
+                    damages.append(error.reason)
+                    return nil
+                }
             }
+            // Absent (nothing folded yet) is 0; damaged is nil.
+            let storedPosition = try number(EventLog.projectionPositionKey)
+            let position: UInt64? = storedPosition ?? (damages.isEmpty ? 0 : nil)
+            let version = try number(EventLog.projectionVersionKey)
+            let damage = damages.isEmpty ? nil : damages.joined(separator: "; ")
             return Statistics(
                 head: try head(in: txn), countsByKind: counts,
                 zone: try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC",

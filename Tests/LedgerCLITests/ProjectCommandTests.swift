@@ -172,6 +172,17 @@ struct ProjectCommandTests {
             #expect(mended["projections_position"] == .int(4))
             #expect(mended["projections_current"] == .bool(true))
             #expect(mended["projections_damaged"] == .null)
+            // A damaged version does not hide the position, which still reads.
+            do {
+                let environment = try Environment(path: db)
+                let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+                try environment.write { try $0.put(meta, Array("projections.version".utf8), [1, 2]) }
+            }
+            let version = try stats()
+            #expect(version["projections_position"] == .int(4))
+            #expect(version["projections_fold_version"] == .null)
+            #expect(version["projections_current"] == .bool(false))
+            #expect(version["projections_damaged"] == .string("'meta' holds 2 bytes under 'projections.version', not 8; 'ledger rebuild' writes it again"))
         }
     }
 
