@@ -115,8 +115,8 @@ public struct Sample: Sendable, Equatable {
     /// range, as (field, message); nil when both are in range.
     public static func rangeProblem(value: Double, unit: String, type: QuantityType,
                                     start: Timestamp, end: Timestamp) -> (field: String, message: String)? {
-        if !Timestamp.eventRange.contains(start) { return ("start", "'start' is outside the instants an event may name (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z)") }
-        if !Timestamp.eventRange.contains(end) { return ("end", "'end' is outside the instants an event may name (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z)") }
+        if let problem = Timestamp.rangeProblem(start, field: "start") { return ("start", problem) }
+        if let problem = Timestamp.rangeProblem(end, field: "end") { return ("end", problem) }
         return valueProblem(value, unit: unit, type: type) ?? (lastsTooLong(start: start, end: end) ? ("end", "'end' is more than 366 days after 'start'") : nil)
     }
 

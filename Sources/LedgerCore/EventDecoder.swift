@@ -350,9 +350,7 @@ public enum EventDecoder {
         } catch {
             throw FieldError(field, "'\(field)' is a date or time that does not exist: '\(clip(text))'")
         }
-        guard Timestamp.eventRange.contains(instant) else {
-            throw FieldError(field, "'\(field)' is outside the instants an event may name: '\(clip(text))' (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z, so that its day is a date in every zone)")
-        }
+        if let problem = Timestamp.rangeProblem(instant, field: field, spelled: clip(text)) { throw FieldError(field, problem) }
         return instant
     }
 

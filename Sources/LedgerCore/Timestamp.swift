@@ -21,6 +21,13 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
     public static let eventRange = Timestamp(seconds: Int64(CivilDate(year: 0, month: 1, day: 2).daysSinceEpoch) * 86_400)
         ... Timestamp(seconds: Int64(CivilDate(year: 9999, month: 12, day: 31).daysSinceEpoch) * 86_400)
 
+    /// Why `instant` may not be an event's `field` (quoted as `spelled` when given); nil when
+    /// it lies in `eventRange`.
+    public static func rangeProblem(_ instant: Timestamp, field: String, spelled: String? = nil) -> String? {
+        guard !eventRange.contains(instant) else { return nil }
+        return "'\(field)' is outside the instants an event may name\(spelled.map { ": '\($0)'" } ?? "") (from 0000-01-02T00:00:00Z to 9999-12-31T00:00:00Z, so that its day is a date in every zone)"
+    }
+
     /// Why a timestamp string was refused.
     public enum ParseError: Error, Equatable, Sendable {
         /// Not of the RFC 3339 shape, e.g. no offset.

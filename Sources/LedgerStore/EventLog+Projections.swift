@@ -364,6 +364,30 @@ extension EventLog {
         return try body(point, ProjectionQuery(store: store))
     }
 
+    /// The first key at which the stored entries `scan` visits (in key order, through the
+    /// function it is given, which returns whether to go on) differ from `expected`: an entry
+    /// that differs, one missing, or, `beyondExpected`, one more than `expected` holds. Nil when
+    /// they agree.
+    static func firstDifference(_ expected: [(key: [UInt8], value: [UInt8])], beyondExpected: Bool,
+                                _ scan: (_ visit: ([UInt8], [UInt8]) throws -> Bool) throws -> Void) throws -> [UInt8]? {
+        var index = 0
+        var first: [UInt8]?
+        try scan { key, value in
+            guard index < expected.count else {
+                if beyondExpected { first = key }
+                return false
+            }
+            guard expected[index].key == key, expected[index].value == value else {
+                first = expected[index].key.lexicographicallyPrecedes(key) ? expected[index].key : key
+                return false
+            }
+            index += 1
+            return true
+        }
+        if first == nil, index < expected.count { first = expected[index].key }
+        return first
+    }
+
     /// Checks that every stored projection row, every entry of the fold's own state (buckets,
     /// samples, users, …), and every stored change (what subscribers are sent) equals a fresh
     /// fold of the whole log. Throws `LedgerError.projectionMismatch` naming the first
@@ -382,20 +406,11 @@ extension EventLog {
             func compareChanges(_ made: [RowChange]) throws {
                 var expected: [(key: [UInt8], value: [UInt8])] = []
                 EventLog.encodeChanges(made) { expected.append(($0, $1)) }
-                var index = 0
-                var differing: [UInt8]?
-                // The entry right after the last one compared: a key with a zero byte added
-                // is the least key greater than it.
-                try txn.scan(changesDatabase, from: lastCompared.map { $0 + [0] }) { key, value in
-                    guard index < expected.count else { return false }
-                    guard expected[index].key.elementsEqual(key), expected[index].value.elementsEqual(value) else {
-                        differing = expected[index].key.lexicographicallyPrecedes(key) ? expected[index].key : Array(key)
-                        return false
-                    }
-                    index += 1
-                    return true
+                // From the entry right after the last one compared (a key with a zero byte
+                // added is the least key greater than it), as many as this batch made.
+                let differing = try EventLog.firstDifference(expected, beyondExpected: false) { visit in
+                    try txn.scan(changesDatabase, from: lastCompared.map { $0 + [0] }) { try visit(Array($0), Array($1)) }
                 }
-                if differing == nil, index < expected.count { differing = expected[index].key }
                 if let differing { throw LedgerError.stateMismatch(table: "changes", key: differing.hex) }
                 lastCompared = expected.last?.key ?? lastCompared
             }
@@ -429,17 +444,9 @@ extension EventLog {
                         expected.append((key, value))
                         return true
                     }
-                    var index = 0
-                    var first: [UInt8]?
-                    try live.forEachEntry(table) { key, value in
-                        guard index < expected.count, expected[index].key == key, expected[index].value == value else {
-                            first = index < expected.count && expected[index].key.lexicographicallyPrecedes(key) ? expected[index].key : key
-                            return false
-                        }
-                        index += 1
-                        return true
+                    let first = try EventLog.firstDifference(expected, beyondExpected: true) { visit in
+                        try live.forEachEntry(table, visit)
                     }
-                    if first == nil, index < expected.count { first = expected[index].key }
                     if let first { throw LedgerError.stateMismatch(table: table.rawValue, key: first.hex) }
                 }
                 return rowsCompared
