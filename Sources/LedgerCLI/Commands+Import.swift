@@ -47,7 +47,11 @@ extension Commands {
 
         let reader: HealthExportReader
         do {
-            reader = try HealthExportReader(path: path)
+            // An archive is read through once before importing (its checksum): seconds for a
+            // large export, so a terminal is told.
+            let checking = ProgressLine(sink: context.stderr) { "checking export.xml in the archive: \($0 >> 20) MB…" }
+            defer { checking?.finish() }
+            reader = try HealthExportReader(path: path, checking: checking.map { line in { read, _ in line.show(UInt64(read)) } })
         } catch let error as ImportError {
             switch error {
             case .unusableArchive, .wrongEncoding: throw CLIError.data(error.description)

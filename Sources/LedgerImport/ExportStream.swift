@@ -45,7 +45,9 @@ final class ExportStream {
 
     /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
-    init(path: String) throws {
+    /// `checking` hears how far the read-through of an archive's `export.xml` has got (bytes
+    /// read, of how many), about every 64 MB.
+    init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }
         var magic = [UInt8](repeating: 0, count: 4)
@@ -93,7 +95,7 @@ final class ExportStream {
             // sample beside it. So the entry is read through once first; nothing is committed
             // from an archive that fails its own check.
             let checked = try openEntry()
-            if let damage = ExportStream.readThrough(checked, zip) {
+            if let damage = ExportStream.readThrough(checked, zip, size: Int64(stat.size), checking: checking) {
                 zip.fclose(checked)
                 zip.close(archive)
                 throw ImportError.unusableArchive(path: path, reason: "export.xml inside it is damaged (\(damage)); nothing was imported")
@@ -124,12 +126,16 @@ final class ExportStream {
 
     /// Reads `file` (an entry of an archive) to its end, which makes libzip check its CRC-32.
     /// Returns libzip's reason when a read fails, nil when the entry is whole.
-    static func readThrough(_ file: OpaquePointer, _ zip: LibZip) -> String? {
+    static func readThrough(_ file: OpaquePointer, _ zip: LibZip, size: Int64,
+                            checking: ((Int64, Int64) -> Void)?) -> String? {
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var read: Int64 = 0
         while true {
             let count = buffer.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) }
             if count == 0 { return nil }
             if count < 0 { return zip.fileError(file).map { String(cString: $0) } ?? "a read failed" }
+            if (read + count) >> 26 > read >> 26 { checking?(read + count, size) }
+            read += count
         }
     }
 

@@ -83,11 +83,12 @@ public final class HealthExportReader {
     private var ended = false
     private var failure: ImportError?
 
-    /// Opens `path` (an `export.xml` or the `export.zip` holding it).
-    public init(path: String) throws {
+    /// Opens `path` (an `export.xml` or the `export.zip` holding it). An archive's `export.xml`
+    /// is read through once first, to check it (`ExportStream`); `checking` hears how far.
+    public init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
         self.path = path
         xml = try LibXML2.load(for: path)
-        stream = try ExportStream(path: path)
+        stream = try ExportStream(path: path, checking: checking)
         ledger_xml_silence(xml.setGenericErrorFunc)
         var sax = xmlSAXHandler()
         sax.initialized = UInt32(XML_SAX2_MAGIC)
