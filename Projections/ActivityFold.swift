@@ -55,7 +55,9 @@ public final class ActivityFold {
     /// name (a precomposed and a decomposed "é") were one per-source row and one source.
     /// 5: a day whose samples all lose their time to better-ranked samples of neighbouring
     /// days (in other zones) has no `daily` row; it had one of 0 with 0 samples and 0 sources.
-    public static let version = 5
+    /// 6: the same for zones with rules, before 1600 (when each kept its local mean time): an
+    /// audit found samples of the year 1000 in Europe/London in no `daily` row at all.
+    public static let version = 6
 
     private let store: any StateStore
     private let context: FoldContext

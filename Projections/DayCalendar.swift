@@ -40,8 +40,19 @@ public final class DayCalendar: Sendable {
         (start(of: day, in: zone), start(of: day + 1, in: zone))
     }
 
+    /// The first day asked of Foundation's calendar for zones with rules: 1600-01-01. Before
+    /// 1582 its Gregorian calendar is Julian, days apart from the proleptic days `day(of:)`
+    /// counts, and no zone has rules before the 19th century (each keeps its local mean time).
+    static let firstCalendarDay = CivilDate(year: 1600, month: 1, day: 1).daysSinceEpoch
+
     private func start(of day: Int, in zone: Zone) -> Int64 {
         if let fixed = zone.fixedOffset { return (Int64(day) * 86_400 - Int64(fixed)) * 1_000_000 }
+        if day < DayCalendar.firstCalendarDay {
+            // Midnight less the zone's offset then (its local mean time, one offset all day).
+            let midnight = Int64(day) * 86_400
+            let guess = midnight - Int64(zone.offset(at: Timestamp(seconds: midnight)))
+            return (midnight - Int64(zone.offset(at: Timestamp(seconds: guess)))) * 1_000_000
+        }
         let (known, cachedCalendar) = cache.withLock { ($0.starts[zone.name]?[day], $0.calendars[zone.name]) }
         if let known { return known }
         let calendar: Calendar

@@ -16,6 +16,20 @@ struct ScenarioTests {
 
     // MARK: 1. Overlapping sources
 
+    /// Foundation's Gregorian calendar is Julian before 1582: a day's window asked of it lay
+    /// days away from the day `day(of:)` put the sample on, and the sample was in no row.
+    @Test("a sample of the year 1000 in a zone with rules counts on its day")
+    func distantPastInRuledZone() throws {
+        let h = FoldHarness(defaultZone: "Europe/London")
+        try h.append(sample(1, value: 100, from: "1000-06-01T12:00:00Z", to: "1000-06-01T12:10:00Z"))
+        // Tokyo's local mean time, +09:18:59: 20:00Z is 05:18:59 the next day.
+        try h.append(sample(2, user: "kenji", value: 7, from: "1000-06-01T20:00:00Z", to: "1000-06-01T20:10:00Z", zone: "Asia/Tokyo"))
+        let rows = try h.rows(.daily).map { ($0.values["user"]!.stringValue!, $0.values["date"]!.stringValue!, $0.values["value"]!.numberValue!) }
+        #expect(rows.count == 2)
+        #expect(rows.contains { $0 == ("ann", "1000-06-01", 100) })
+        #expect(rows.contains { $0 == ("kenji", "1000-06-02", 7) })
+    }
+
     @Test("user names that are canonically equivalent but spelled differently stay two users")
     func lookAlikeUsers() throws {
         // "Kelvin" with an ASCII K and with the Kelvin sign U+212A: Swift's String equality
@@ -799,10 +813,10 @@ struct DayCalendarTests {
         }
     }
 
-    @Test("before 1582, days in zones without rules still begin where day(of:) says they do")
+    @Test("before 1582, days still begin where day(of:) says they do, in zones with and without rules")
     func prolepticGregorian() throws {
         let calendar = DayCalendar()
-        for name in ["UTC", "+05:30"] {
+        for name in ["UTC", "+05:30", "Europe/London", "Asia/Tokyo", "America/New_York"] {
             let zone = try #require(Zone(name))
             for day in [-200_000, -141_428, -141_427] {  // 1422, and the days around 1582-10-15
                 let window = calendar.window(of: day, in: zone)
