@@ -170,6 +170,18 @@ struct EndToEndTests {
 }
 
 /// libxml2, libzip and libmicrohttpd are opened with dlopen by `import` and `serve` only.
+/// A `ledger subscribe daily` process on `db`, its output discarded: it holds the ledger open
+/// until terminated.
+func startSubscriber(_ binary: String, db: String) throws -> Process {
+    let subscriber = Process()
+    subscriber.executableURL = URL(fileURLWithPath: binary)
+    subscriber.arguments = ["subscribe", "daily", "--db", db]
+    subscriber.standardOutput = FileHandle.nullDevice
+    subscriber.standardError = FileHandle.nullDevice
+    try subscriber.run()
+    return subscriber
+}
+
 @Suite("Libraries loaded on demand")
 struct LazyLibraryTests {
     /// The files (shared objects, the ledger's data.mdb) mapped into process `pid`, by name.
@@ -193,12 +205,7 @@ struct LazyLibraryTests {
         try withTemporaryLedger { db in
             _ = try runProcess(binary, ["init", "--db", db, "--timezone", "UTC"])
             // `subscribe` runs until stopped, so its mappings can be read while it waits.
-            let subscriber = Process()
-            subscriber.executableURL = URL(fileURLWithPath: binary)
-            subscriber.arguments = ["subscribe", "daily", "--db", db]
-            subscriber.standardOutput = FileHandle.nullDevice
-            subscriber.standardError = FileHandle.nullDevice
-            try subscriber.run()
+            let subscriber = try startSubscriber(binary, db: db)
             defer { subscriber.terminate(); subscriber.waitUntilExit() }
             var libraries: Set<String> = []
             // LMDB is linked into the binary: the ledger's map shows the subscriber has opened it.
@@ -269,25 +276,32 @@ struct ReadOnlyMediaTests {
         try? FileManager.default.removeItem(atPath: (source as NSString).deletingLastPathComponent)
     }
 
+    /// A ledger of one sample in a writable folder and its read-only view: runs `body` with
+    /// the binary and both ledger paths, and unmounts and removes them afterwards.
+    static func withReadOnlyView(_ body: (_ binary: String, _ writable: String, _ readOnly: String) throws -> Void) throws {
+        let binary = try ledgerBinary()
+        let (source, view) = try makeFolders()
+        defer { cleanUp(source, view) }
+        #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
+        try #require(try readOnlyView(of: source, at: view))
+        try body(binary, source + "/ledger.db", view + "/ledger.db")
+    }
+
     @Test("reading commands work on a read-only file system; a write says why it cannot",
           .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
     func readOnlyMedia() throws {
-        let binary = try ledgerBinary()
-        let (source, view) = try ReadOnlyMediaTests.makeFolders()
-        defer { ReadOnlyMediaTests.cleanUp(source, view) }
-        #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
-        try #require(try ReadOnlyMediaTests.readOnlyView(of: source, at: view))
-        let db = view + "/ledger.db"
-        let project = try runProcess(binary, ["project", "daily", "--db", db, "--format", "ndjson"])
-        #expect(project.status == 0, "\(project.stderr)")
-        #expect(project.stdout.contains("\"value\":100"))
-        for command in [["log"], ["stats"], ["verify"], ["replay", "--to-seq", "1"]] {
-            let run = try runProcess(binary, command + ["--db", db])
-            #expect(run.status == 0, "\(command): \(run.stderr)")
+        try ReadOnlyMediaTests.withReadOnlyView { binary, _, db in
+            let project = try runProcess(binary, ["project", "daily", "--db", db, "--format", "ndjson"])
+            #expect(project.status == 0, "\(project.stderr)")
+            #expect(project.stdout.contains("\"value\":100"))
+            for command in [["log"], ["stats"], ["verify"], ["replay", "--to-seq", "1"]] {
+                let run = try runProcess(binary, command + ["--db", db])
+                #expect(run.status == 0, "\(command): \(run.stderr)")
+            }
+            let append = try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8))
+            #expect(append.status == 1)
+            #expect(append.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: this command writes to it"))
         }
-        let append = try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8))
-        #expect(append.status == 1)
-        #expect(append.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: this command writes to it"))
     }
 
     /// Without LMDB's lock, a writer does not know of a reader's snapshot and may reuse its
@@ -295,27 +309,19 @@ struct ReadOnlyMediaTests {
     @Test("a read-only view of a ledger another process has open is refused",
           .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
     func liveWriterElsewhere() throws {
-        let binary = try ledgerBinary()
-        let (source, view) = try ReadOnlyMediaTests.makeFolders()
-        defer { ReadOnlyMediaTests.cleanUp(source, view) }
-        #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
-        try #require(try ReadOnlyMediaTests.readOnlyView(of: source, at: view))
-        // `subscribe` holds the ledger open (and its lock) until stopped.
-        let subscriber = Process()
-        subscriber.executableURL = URL(fileURLWithPath: binary)
-        subscriber.arguments = ["subscribe", "daily", "--db", source + "/ledger.db"]
-        subscriber.standardOutput = FileHandle.nullDevice
-        subscriber.standardError = FileHandle.nullDevice
-        try subscriber.run()
-        var refused = try runProcess(binary, ["stats", "--db", view + "/ledger.db"])
-        for _ in 0..<100 where refused.status == 0 {  // until the subscriber has it open
-            Thread.sleep(forTimeInterval: 0.02)
-            refused = try runProcess(binary, ["stats", "--db", view + "/ledger.db"])
+        try ReadOnlyMediaTests.withReadOnlyView { binary, writable, readOnly in
+            // `subscribe` holds the ledger open (and its lock) until stopped.
+            let subscriber = try startSubscriber(binary, db: writable)
+            var refused = try runProcess(binary, ["stats", "--db", readOnly])
+            for _ in 0..<100 where refused.status == 0 {  // until the subscriber has it open
+                Thread.sleep(forTimeInterval: 0.02)
+                refused = try runProcess(binary, ["stats", "--db", readOnly])
+            }
+            #expect(refused.status == 1)
+            #expect(refused.stderr.hasPrefix("Error: the ledger at '\(readOnly)' is on a read-only file system: LMDB cannot take its lock there, and another process has the ledger open"))
+            subscriber.terminate()
+            subscriber.waitUntilExit()
+            #expect(try runProcess(binary, ["stats", "--db", readOnly]).status == 0)
         }
-        #expect(refused.status == 1)
-        #expect(refused.stderr.hasPrefix("Error: the ledger at '\(view)/ledger.db' is on a read-only file system: LMDB cannot take its lock there, and another process has the ledger open"))
-        subscriber.terminate()
-        subscriber.waitUntilExit()
-        #expect(try runProcess(binary, ["stats", "--db", view + "/ledger.db"]).status == 0)
     }
 }
