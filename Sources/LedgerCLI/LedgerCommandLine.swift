@@ -26,7 +26,7 @@ public enum LedgerCommandLine {
             guard rest.count <= 1 else {
                 return fail(.usage("'\(first)' takes at most one command name, got \(rest.count) arguments", usage: Help.synopsis), context)
             }
-            if let name = rest.first {
+            if let name = rest.first, name != "help" {
                 guard let command = Commands.named(name) else {
                     return fail(.usage("unknown command '\(name)'\(suggestion(for: name, among: Commands.all.map(\.name)))", usage: Help.synopsis), context)
                 }

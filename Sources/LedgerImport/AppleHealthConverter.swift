@@ -188,8 +188,9 @@ public struct AppleHealthConverter: Sendable {
     public func event(for record: HealthRecord) throws -> Event? {
         guard AppleHealthConverter.keptTypes[record.type] != nil else { return nil }
         func invalid(_ message: String) -> ImportError { .invalidRecord(line: record.line, message: message) }
-        guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite else {
-            throw invalid("'value' is not a number: '\(record.value ?? "")'")
+        guard let valueText = record.value else { throw invalid("the record has no 'value'") }
+        guard let value = AppleHealthConverter.decimal(valueText), value.isFinite else {
+            throw invalid("'value' is not a number: '\(valueText)'")
         }
         guard let start = record.startDate.flatMap(AppleHealthConverter.rfc3339),
               let end = record.endDate.flatMap(AppleHealthConverter.rfc3339) else {

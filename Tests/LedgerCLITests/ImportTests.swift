@@ -495,6 +495,13 @@ struct ImportTests {
             let bad = ledger(["import", "apple-health", path], db: db)
             #expect(bad.status == 65)
             #expect(bad.stderr.hasPrefix("Error: \(path) line 2: 'value' is not a number: 'lots'"), "\(bad.stderr)")
+            try """
+            <HealthData>
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:05:00 +0200"/>
+            </HealthData>
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let valueless = ledger(["import", "apple-health", path], db: db)
+            #expect(valueless.stderr.hasPrefix("Error: \(path) line 2: the record has no 'value'"), "\(valueless.stderr)")
 
             // Values Swift's Double(_:) would read but an export never writes; a value too
             // large for the projections; a sync version that is not a number; a newline in a
