@@ -278,11 +278,14 @@ struct ReadOnlyMediaTests {
 
     /// A ledger of one sample in a writable folder and its read-only view: runs `body` with
     /// the binary and both ledger paths, and unmounts and removes them afterwards.
-    static func withReadOnlyView(_ body: (_ binary: String, _ writable: String, _ readOnly: String) throws -> Void) throws {
+    /// `prepare` may change the writable ledger before the view is made.
+    static func withReadOnlyView(prepare: (_ writable: String) throws -> Void = { _ in },
+                                 _ body: (_ binary: String, _ writable: String, _ readOnly: String) throws -> Void) throws {
         let binary = try ledgerBinary()
         let (source, view) = try makeFolders()
         defer { cleanUp(source, view) }
         #expect(try runProcess(binary, ["append", "--db", source + "/ledger.db"], stdin: Array((goodSample + "\n").utf8)).status == 0)
+        try prepare(source + "/ledger.db")
         try #require(try readOnlyView(of: source, at: view))
         try body(binary, source + "/ledger.db", view + "/ledger.db")
     }
@@ -301,6 +304,25 @@ struct ReadOnlyMediaTests {
             let append = try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8))
             #expect(append.status == 1)
             #expect(append.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: this command writes to it"))
+        }
+    }
+
+    /// Projections of another fold version are rebuilt on first use, which writes: on
+    /// read-only media that is said, with the replay that needs no write.
+    @Test("stale projections on a read-only file system: the error names replay, which works",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
+    func staleProjectionsReadOnly() throws {
+        try ReadOnlyMediaTests.withReadOnlyView(prepare: { writable in
+            let environment = try Environment(path: writable)
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            try environment.write { try $0.put(meta, Array("projections.version".utf8), UInt64(1).bigEndianBytes) }
+        }) { binary, _, db in
+            let project = try runProcess(binary, ["project", "daily", "--db", db])
+            #expect(project.status == 1)
+            #expect(project.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: its stored projections are behind the log or of another build's fold"), "\(project.stderr)")
+            let replay = try runProcess(binary, ["replay", "--to-seq", "1", "--projection", "daily", "--format", "ndjson", "--db", db])
+            #expect(replay.status == 0, "\(replay.stderr)")
+            #expect(replay.stdout.contains("\"value\":100"))
         }
     }
 
