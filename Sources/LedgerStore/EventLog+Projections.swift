@@ -249,7 +249,7 @@ extension EventLog {
         if !current {
             if environment.isOnReadOnlyMedia {
                 // Bringing them up to date writes; a replay folds in memory and needs no write.
-                throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are behind the log or of another build's fold, and bringing them up to date writes. 'ledger replay --to-seq HEAD' folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
+                throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are behind the log or of another build's fold, and bringing them up to date writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
             }
             try environment.write { txn in
                 _ = try projectionFold(in: txn, expectedPosition: try head(in: txn).seq)

@@ -320,9 +320,35 @@ struct ReadOnlyMediaTests {
             let project = try runProcess(binary, ["project", "daily", "--db", db])
             #expect(project.status == 1)
             #expect(project.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: its stored projections are behind the log or of another build's fold"), "\(project.stderr)")
+            #expect(project.stderr.contains("'ledger replay --to-seq N', with N the head 'ledger stats' prints"))
             let replay = try runProcess(binary, ["replay", "--to-seq", "1", "--projection", "daily", "--format", "ndjson", "--db", db])
             #expect(replay.status == 0, "\(replay.stderr)")
             #expect(replay.stdout.contains("\"value\":100"))
+        }
+    }
+
+    /// A writer that opens the ledger through another mount after the check does not know of
+    /// a lockless reader: a read during which a commit landed is not used.
+    @Test("a read on read-only media during which the ledger changed is refused, not used",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
+    func changedDuringRead() throws {
+        try ReadOnlyMediaTests.withReadOnlyView { binary, writable, readOnly in
+            let environment = try Environment(path: readOnly)
+            #expect(environment.isOnReadOnlyMedia)
+            let unchanged = try environment.read { _ in 1 }
+            #expect(unchanged == 1)  // nothing changed: the read stands
+            #expect(performing: {
+                _ = try environment.read { _ in
+                    for minute in 20..<22 {
+                        let line = goodSample.replacingOccurrences(of: "08:00:00Z", with: "09:\(minute):00Z")
+                            .replacingOccurrences(of: "08:10:00Z", with: "09:\(minute):30Z")
+                        let appended = try runProcess(binary, ["append", "--db", writable], stdin: Array((line + "\n").utf8))
+                        #expect(appended.status == 0, "\(appended.stderr)")
+                    }
+                }
+            }, throws: { error in
+                "\(error)".contains("the ledger changed while it was read without LMDB's lock")
+            })
         }
     }
 

@@ -48,8 +48,8 @@ public final class Environment: @unchecked Sendable {
             // without a lock file only when no process has it open. (The same directory may be
             // writable through another mount: a read-only bind mount, a container's `:ro`
             // volume.) Writes then fail with `LedgerError.readOnlyMedia` (`write`).
-            if Environment.isOpenElsewhere(path) {
-                throw LedgerError.readOnlyMedia(path: path, reason: "LMDB cannot take its lock there, and another process has the ledger open: a reader without the lock could see pages that process rewrites. Read it where it is writable, or from a copy (mdb_copy)")
+            if let holder = Environment.openElsewhere(path) {
+                throw LedgerError.readOnlyMedia(path: path, reason: "LMDB cannot take its lock there, and \(holder): a reader without the lock could see pages that process rewrites. Read it where it is writable, or from a copy (mdb_copy)")
             }
             handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases,
                                                      flags: flags | UInt32(MDB_RDONLY | MDB_NOLOCK))
@@ -62,21 +62,25 @@ public final class Environment: @unchecked Sendable {
     /// without a lock file.
     public let isOnReadOnlyMedia: Bool
 
-    /// Whether a process has the environment at `path` open: each one holds a shared lock on
-    /// the first byte of `lock.mdb` for as long as it does (LMDB's `mdb_env_excl_lock`), which
-    /// `F_GETLK` sees from any mount of the same file on this machine. No lock file: no process
-    /// has ever opened it with locking there. (Locks held on another host over NFS may not show.)
-    static func isOpenElsewhere(_ path: String) -> Bool {
-        let fd = open((path as NSString).appendingPathComponent("lock.mdb"), O_RDONLY)
-        guard fd >= 0 else { return errno != ENOENT }
+    /// Whether a process has the environment at `path` open, said as a reason (nil when none
+    /// has): each one holds a shared lock on the first byte of `lock.mdb` for as long as it
+    /// does (LMDB's `mdb_env_excl_lock`), which `F_GETLK` sees from any mount of the same file
+    /// on this machine. No lock file: no process has opened it with locking there. When it
+    /// cannot be told, that is the answer too. (Locks held on another host over NFS may not
+    /// show.)
+    static func openElsewhere(_ path: String) -> String? {
+        let lockFile = (path as NSString).appendingPathComponent("lock.mdb")
+        let cannotTell = { "whether another process has the ledger open cannot be told (\(lockFile): \(String(cString: strerror(errno))))" }
+        let fd = open(lockFile, O_RDONLY)
+        guard fd >= 0 else { return errno == ENOENT ? nil : cannotTell() }
         defer { close(fd) }
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
         lock.l_whence = Int16(SEEK_SET)
         lock.l_start = 0
         lock.l_len = 1
-        guard fcntl(fd, F_GETLK, &lock) == 0 else { return true }  // cannot tell: assume it is
-        return lock.l_type != Int16(F_UNLCK)
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return cannotTell() }
+        return lock.l_type == Int16(F_UNLCK) ? nil : "another process has the ledger open"
     }
 
     private static func openEnvironment(_ path: String, mapSize: Int?, maxDatabases: Int, flags: UInt32) throws -> OpaquePointer {
@@ -190,6 +194,7 @@ public final class Environment: @unchecked Sendable {
             let transaction = Transaction(handle: txn, environment: readOnly ? nil : handle)
             do {
                 let result = try body(transaction)
+                if readOnly, isOnReadOnlyMedia { try checkUnchanged(since: txn) }
                 if commit {
                     let code = mdb_txn_commit(txn)
                     // LMDB reports a short write as EIO: that is what a full disk gives.
@@ -207,6 +212,18 @@ public final class Environment: @unchecked Sendable {
                 mdb_txn_abort(txn)
                 throw error
             }
+        }
+    }
+
+    /// On read-only media, without LMDB's lock, a writer elsewhere (through another mount,
+    /// opened after the check in `init`) does not know of this process's snapshot: the second
+    /// commit after it may rewrite its pages. A read is only used if no commit at all followed
+    /// its snapshot while it ran (the first one writes no page of it, and the second cannot
+    /// begin before the first is in the meta page read here).
+    private func checkUnchanged(since txn: OpaquePointer) throws {
+        let snapshot = Int(mdb_txn_id(txn))
+        guard info.lastTransaction == snapshot else {
+            throw LedgerError.readOnlyMedia(path: path, reason: "the ledger changed while it was read without LMDB's lock (a process writes to it through another mount), so what was read may be torn and is not used; read it where it is writable")
         }
     }
 
