@@ -57,7 +57,10 @@ public final class ActivityFold {
     /// days (in other zones) has no `daily` row; it had one of 0 with 0 samples and 0 sources.
     /// 6: the same for zones with rules, before 1600 (when each kept its local mean time): an
     /// audit found samples of the year 1000 in Europe/London in no `daily` row at all.
-    public static let version = 6
+    /// 7: a zone's offset is looked up at the instant's whole second: past about the year 2255
+    /// an instant a microsecond before a change was rounded onto it, and a sample ending there
+    /// at a midnight change (Havana's, in 3000) was in no row.
+    public static let version = 7
 
     private let store: any StateStore
     private let context: FoldContext

@@ -89,7 +89,11 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
     /// Seconds east of UTC at `instant`.
     public func offset(at instant: Timestamp) -> Int {
         if let fixedOffset { return fixedOffset }
-        return timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(instant.microseconds) / 1e6))
+        // Whole seconds, which a Double holds exactly at any date: offsets change on whole
+        // seconds, and microseconds past 2^53 (about the year 2255) rounded the instant one
+        // microsecond before a change onto it.
+        let seconds = instant.microseconds.floorDivided(by: 1_000_000).quotient
+        return timeZone.secondsFromGMT(for: Date(timeIntervalSince1970: Double(seconds)))
     }
 
     public var description: String { name }

@@ -30,6 +30,17 @@ struct ScenarioTests {
         #expect(rows.contains { $0 == ("kenji", "1000-06-02", 7) })
     }
 
+    /// Microseconds past 2^53 do not fit a Double: the instant a microsecond before Havana's
+    /// midnight change in 3000 was taken for the change itself.
+    @Test("a sample ending a microsecond before a far-future midnight change counts")
+    func farFutureMidnightChange() throws {
+        let h = FoldHarness(defaultZone: "America/Havana")
+        try h.append(sample(1, value: 100, from: "3000-03-09T04:59:59.999999Z", to: "3000-03-09T05:00:00Z"))
+        let rows = try h.rows(.daily)
+        #expect(rows.count == 1)
+        #expect(rows.first?.values["value"]?.numberValue == 100)
+    }
+
     @Test("user names that are canonically equivalent but spelled differently stay two users")
     func lookAlikeUsers() throws {
         // "Kelvin" with an ASCII K and with the Kelvin sign U+212A: Swift's String equality
@@ -818,7 +829,9 @@ struct DayCalendarTests {
         let calendar = DayCalendar()
         for name in ["UTC", "+05:30", "Europe/London", "Asia/Tokyo", "America/New_York"] {
             let zone = try #require(Zone(name))
-            for day in [-200_000, -141_428, -141_427] {  // 1422, and the days around 1582-10-15
+            // 1422, the days around 1582-10-15, and 1599-12-31 and 1600-01-01: the last day
+            // counted back from the zone's offset, whose end is Foundation's first start.
+            for day in [-200_000, -141_428, -141_427, -135_141, -135_140] {
                 let window = calendar.window(of: day, in: zone)
                 #expect(window.end - window.start == 86_400_000_000)
                 #expect(calendar.day(of: window.start, in: zone) == day)
