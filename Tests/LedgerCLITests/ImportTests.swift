@@ -501,6 +501,7 @@ struct ImportTests {
             </HealthData>
             """.write(toFile: path, atomically: true, encoding: .utf8)
             let valueless = ledger(["import", "apple-health", path], db: db)
+            #expect(valueless.status == 65)
             #expect(valueless.stderr.hasPrefix("Error: \(path) line 2: the record has no 'value'"), "\(valueless.stderr)")
 
             // Values Swift's Double(_:) would read but an export never writes; a value too

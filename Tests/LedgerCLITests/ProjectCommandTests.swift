@@ -2,6 +2,7 @@ import Foundation
 import LedgerCLI
 import LedgerCore
 import LedgerStore
+import Projections
 import LedgerTestSupport
 import Testing
 
@@ -164,6 +165,7 @@ struct ProjectCommandTests {
             let damaged = try stats()
             #expect(damaged["head"] == .int(4))
             #expect(damaged["projections_position"] == .null)
+            #expect(damaged["projections_fold_version"] == .int(Int64(ActivityFold.version)))  // still read
             #expect(damaged["projections_current"] == .bool(false))
             #expect(damaged["projections_damaged"] == .string("'meta' holds 1 bytes under 'projections.position', not 8; 'ledger rebuild' writes it again"))
             #expect(ledger(["project", "daily"], db: db).status == 1)
