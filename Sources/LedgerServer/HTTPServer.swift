@@ -323,6 +323,9 @@ public final class HTTPServer: @unchecked Sendable {
                 metrics.values.withLock { $0.rejects += 1 }
                 if case .headMismatch = error {
                     response = .error(409, error.description)
+                } else if case .readOnlyMedia = error {
+                    // Not the server's failure, nor the client's: this ledger takes no appends.
+                    response = .error(503, "the ledger this server reads is on a read-only file system: it answers reads but takes no appends; nothing was written")
                 } else {
                     response = .error(500, error.description)
                 }
@@ -394,6 +397,11 @@ public final class HTTPServer: @unchecked Sendable {
         if let text = argument("type") {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
             filter.type = type
+        }
+        // A replay's arguments on a projection would be ignored (unknown arguments are, unless
+        // near a known one): the rows would not be the ones asked for.
+        if !replay, let name = ["to_date", "to_seq"].first(where: { argument($0) != nil }) {
+            return .error(400, "'\(name)' is an argument of /v1/replay, not of /v1/projections (whose last day is 'to')")
         }
         let (dateText, toText, toSeqText) = (argument("date"), argument("to"), argument("to_seq"))
         // As the CLI: one day, or a range, not both (the day would silently win).

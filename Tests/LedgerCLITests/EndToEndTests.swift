@@ -307,6 +307,27 @@ struct ReadOnlyMediaTests {
         }
     }
 
+    /// A server on a read-only view answers reads; an append is a 503 that says why.
+    @Test("serve on a read-only file system answers reads and refuses appends with a 503",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"))
+    func serveReadOnly() throws {
+        var admin = ""
+        try ReadOnlyMediaTests.withReadOnlyView(prepare: { writable in
+            let add = try runProcess(try ledgerBinary(), ["client", "add", "admin", "--admin", "--db", writable])
+            try #require(add.status == 0, "\(add.stderr)")
+            admin = add.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }) { binary, _, db in
+            let server = try ServerProcess(binary: binary, db: db)
+            defer { server.stop() }
+            let auth = ["Authorization": "Bearer \(admin)"]
+            let rows = try http("GET", port: server.port, path: "/v1/projections/daily", headers: auth)
+            #expect(rows.status == 200 && rows.body.contains("\"value\":100"), "\(rows.body)")
+            let post = try http("POST", port: server.port, path: "/v1/events", headers: auth, body: Array(goodSample.utf8))
+            #expect(post.status == 503)
+            #expect(post.body.contains("on a read-only file system: it answers reads but takes no appends"), "\(post.body)")
+        }
+    }
+
     /// Projections of another fold version are rebuilt on first use, which writes: on
     /// read-only media that is said, with the replay that needs no write.
     @Test("stale projections on a read-only file system: the error names replay, which works",

@@ -122,6 +122,9 @@ struct ServerTests {
             #expect(grants.status == 400 && grants.body.contains("grants rows have no date; 'from' does not apply to them"), "\(grants.body)")
             #expect(try get("/v1/replay/grants?to_seq=2&date=2026-11-29").status == 400)
             #expect(try get("/v1/replay/grants?to_seq=2").status == 200)
+            // A replay's arguments on a projection are refused, not ignored.
+            let replayArgument = try get("/v1/projections/daily?to_date=2026-11-29")
+            #expect(replayArgument.status == 400 && replayArgument.body.contains("'to_date' is an argument of /v1/replay"), "\(replayArgument.body)")
             // to_date bounds the days of a replay, as `replay --to-date` does, with the same bytes.
             let replayed = try get("/v1/replay/daily?to_seq=2&to_date=2026-11-29")
             #expect(replayed.status == 200)
