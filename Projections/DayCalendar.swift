@@ -48,10 +48,9 @@ public final class DayCalendar: Sendable {
     private func start(of day: Int, in zone: Zone) -> Int64 {
         if let fixed = zone.fixedOffset { return (Int64(day) * 86_400 - Int64(fixed)) * 1_000_000 }
         if day < DayCalendar.firstCalendarDay {
-            // Midnight less the zone's offset then (its local mean time, one offset all day).
+            // Midnight less the zone's offset then: its local mean time, one offset all along.
             let midnight = Int64(day) * 86_400
-            let guess = midnight - Int64(zone.offset(at: Timestamp(seconds: midnight)))
-            return (midnight - Int64(zone.offset(at: Timestamp(seconds: guess)))) * 1_000_000
+            return (midnight - Int64(zone.offset(at: Timestamp(seconds: midnight)))) * 1_000_000
         }
         let (known, cachedCalendar) = cache.withLock { ($0.starts[zone.name]?[day], $0.calendars[zone.name]) }
         if let known { return known }

@@ -262,11 +262,11 @@ extension Commands {
         // One position for all four projections: they are folded together, in the append's
         // own transaction, so after any command that reads them it equals the head.
         // A damaged position or version is reported, not a failure: `rebuild` writes both again.
-        let damaged = stats.projectionDamage != nil
+        // The damaged one reads as nil, so the projections are then not current.
         fields += [
             ("projections_position", stats.projectionPosition.map { .int(Int64($0)) } ?? .null),
             ("projections_fold_version", stats.projectionVersion.map { .int(Int64($0)) } ?? .null),
-            ("projections_current", .bool(!damaged && stats.projectionPosition == stats.head.seq
+            ("projections_current", .bool(stats.projectionPosition == stats.head.seq
                                           && stats.projectionVersion == UInt64(ActivityFold.version))),
             ("projections_damaged", stats.projectionDamage.map { .string($0 + "; 'ledger rebuild' writes it again") } ?? .null),
         ]

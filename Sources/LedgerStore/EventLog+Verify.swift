@@ -109,8 +109,8 @@ extension EventLog {
     /// Checks the log's own indexes, which appends keep beside the log: `ids` maps each
     /// event's id to its seq and holds nothing else; `samples` holds a state for every sample,
     /// active exactly for the samples the fold counts, with the fold's type, times and unit;
-    /// `sync` names the version the fold counts. The fold's state is itself compared with a
-    /// fresh fold of the log by `verifyProjections`; the `changes` table is not compared.
+    /// `sync` names the version the fold counts. The fold's state and the stored changes are
+    /// compared with a fresh fold of the log by `verifyProjections`.
     /// Throws `LedgerError.indexMismatch` naming the index and key. Returns the entries checked.
     public func verifyIndexes() throws -> Int {
         try ensureProjectionsCurrent()
