@@ -104,10 +104,13 @@ extension Commands {
             }
             target = .recorded(instant)
         }
-        try resolveToday(&request, log: log, now: context.now())
         // Rows of one user depend only on that user's events: fold just those.
         let (point, rows) = try log.withReplay(to: target, users: request.filter.user.map { [$0] }) { point, query in
-            (point, try Row.rows(request.projection, filter: request.filter, fallback: request.fallback) {
+            // `today` in the user's profile zone as of the replay point: a replay reads no
+            // live state (which may be stale, and unwritable on read-only media).
+            var request = request
+            try resolveToday(&request, log: log, now: context.now(), in: query)
+            return (point, try Row.rows(request.projection, filter: request.filter, fallback: request.fallback) {
                 try query.rows($0, filter: $1)
             })
         }
@@ -211,10 +214,12 @@ extension Commands {
         return RowRequest(projection: projection, filter: filter, fallback: fallback, format: format, today: today)
     }
 
-    /// Resolves `--date today` in the user's profile zone (with `--user`), else the ledger's.
-    static func resolveToday(_ request: inout RowRequest, log: EventLog, now: Timestamp) throws {
+    /// Resolves `--date today` in the user's profile zone (with `--user`; as `query` has it,
+    /// when given), else the ledger's.
+    static func resolveToday(_ request: inout RowRequest, log: EventLog, now: Timestamp,
+                             in query: ProjectionQuery? = nil) throws {
         guard request.today else { return }
-        let day = try log.today(for: request.filter.user, now: now)
+        let day = try log.today(for: request.filter.user, now: now, in: query)
         request.filter.from = day
         request.filter.to = day
     }

@@ -446,8 +446,11 @@ public final class HTTPServer: @unchecked Sendable {
             return .error(403, refusal)
         }
         do {
-            if today {
-                let day = try log.today(for: filter.user, now: EventLog.systemClock())
+            let now = EventLog.systemClock()
+            // `date=today` in the user's profile zone: as the replay has it, for a replay.
+            func resolveToday(_ filter: inout RowFilter, in query: ProjectionQuery?) throws {
+                guard today else { return }
+                let day = try log.today(for: filter.user, now: now, in: query)
                 filter.from = day
                 filter.to = day
             }
@@ -467,10 +470,13 @@ public final class HTTPServer: @unchecked Sendable {
                     return .error(400, "replay needs 'to' or 'to_seq'")
                 }
                 (rows, headers) = try log.withReplay(to: target, users: filter.user.map { [$0] }) { point, query in
-                    (try Row.rows(projection, filter: filter, fallback: fallback) { try query.rows($0, filter: $1) },
-                     [("Ledger-As-Of", "seq \(point.seq), recorded \(point.recorded?.rfc3339 ?? "-"), hash \(point.hash.hex)")])
+                    var filter = filter
+                    try resolveToday(&filter, in: query)
+                    return (try Row.rows(projection, filter: filter, fallback: fallback) { try query.rows($0, filter: $1) },
+                            [("Ledger-As-Of", "seq \(point.seq), recorded \(point.recorded?.rfc3339 ?? "-"), hash \(point.hash.hex)")])
                 }
             } else {
+                try resolveToday(&filter, in: nil)
                 rows = try Row.rows(projection, filter: filter, fallback: fallback) { try log.rows($0, filter: $1) }
             }
             rows = rows.filter { access.mayRead($0, client: client) }

@@ -283,11 +283,14 @@ extension EventLog {
     }
 
     /// Today's date at `now` in `user`'s profile zone when they set one, else in the ledger's
-    /// default zone (what `--date today` means).
-    public func today(for user: String?, now: Timestamp) throws -> CivilDate {
+    /// default zone (what `--date today` means). The profile is read from `query` when given
+    /// (a replay's: the zone as of the replay point, with no live state read), else from the
+    /// live projections.
+    public func today(for user: String?, now: Timestamp, in query: ProjectionQuery? = nil) throws -> CivilDate {
         var zone = try defaultZone()
-        if let user, let name = try profileZone(of: user), let profile = Zone(name) {
-            zone = profile
+        if let user {
+            let name = if let query { try query.profileZone(of: user) } else { try profileZone(of: user) }
+            if let name, let profile = Zone(name) { zone = profile }
         }
         let local = now.microseconds / 1_000_000 + Int64(zone.offset(at: now))
         return CivilDate(daysSinceEpoch: Int(local.floorDivided(by: 86_400).quotient))

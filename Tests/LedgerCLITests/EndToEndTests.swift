@@ -345,6 +345,10 @@ struct ReadOnlyMediaTests {
             let replay = try runProcess(binary, ["replay", "--to-seq", "1", "--projection", "daily", "--format", "ndjson", "--db", db])
             #expect(replay.status == 0, "\(replay.stderr)")
             #expect(replay.stdout.contains("\"value\":100"))
+            // `today` is read from the replay's own profile, not the stale live one.
+            let today = try runProcess(binary, ["replay", "--to-seq", "1", "--user", "default", "--date", "today", "--db", db])
+            #expect(today.status == 0, "\(today.stderr)")
+            #expect(today.stderr.hasPrefix("as of seq 1, "), "\(today.stderr)")
         }
     }
 

@@ -97,6 +97,28 @@ struct ProjectCommandTests {
         }
     }
 
+    @Test("replay --date today is today in the profile zone as of the replay point, not the live one")
+    func replayToday() throws {
+        try withTemporaryLedger { db in
+            // 12:00Z on the 29th is 02:00 on the 30th in Kiritimati (+14). The profile then
+            // moves to UTC, where it is the 29th.
+            let events = """
+            {"kind":"profile","zone":"Pacific/Kiritimati"}
+            {"kind":"sample","type":"steps","value":100,"start":"2026-11-29T12:00:00Z","end":"2026-11-29T12:10:00Z","source":"iPhone"}
+            {"kind":"profile","zone":"UTC"}
+
+            """
+            #expect(ledger(["append"], stdin: events, db: db).status == 0)
+            let now = "2026-11-29T12:30:00Z"
+            let live = ledger(["project", "daily-steps", "--user", "default", "--date", "today"], db: db, now: now)
+            #expect(live.stdout.contains(#""date":"2026-11-29","value":100"#), "\(live.stdout)")
+            let then = ledger(["replay", "--to-seq", "2", "--user", "default", "--date", "today"], db: db, now: now)
+            #expect(then.status == 0, "\(then.stderr)")
+            #expect(then.stdout.contains(#""date":"2026-11-30","value":100"#), "\(then.stdout)")
+            #expect(ledger(["replay", "--to-seq", "3", "--user", "default", "--date", "today"], db: db, now: now).stdout == live.stdout)
+        }
+    }
+
     @Test("replay --to-seq prints what project printed then, and the as-of line on stderr")
     func replay() throws {
         try withTemporaryLedger { db in

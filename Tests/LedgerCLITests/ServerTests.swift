@@ -96,6 +96,26 @@ struct ServerTests {
         }
     }
 
+    @Test("replay's date=today is today in the profile zone as of the replay point")
+    func replayToday() throws {
+        try withServer { f in
+            // Kiritimati (+14) and Pago Pago (-11) are 25 hours apart: never on the same date.
+            let now = EventLog.systemClock().microseconds / 1_000_000
+            let sample = #"{"kind":"sample","user":"ann","type":"steps","value":70,"start":"\#(Fixtures.iso(Int(now) - 60))","end":"\#(Fixtures.iso(Int(now)))","source":"iPhone"}"#
+            #expect(try f.post(#"{"kind":"profile","user":"ann","zone":"Pacific/Kiritimati"}"#).status == 200)
+            #expect(try f.post(sample).status == 200)
+            #expect(try f.post(#"{"kind":"profile","user":"ann","zone":"Pacific/Pago_Pago"}"#).status == 200)
+            func get(_ path: String) throws -> HTTPResponse { try http("GET", port: f.port, path: path, headers: f.auth) }
+            // As of seq 2 the profile was Kiritimati's, where the sample is today: a row. With
+            // today taken in the live zone (Pago Pago's), the replay found no row.
+            let then = try get("/v1/replay/daily?to_seq=2&user=ann&date=today")
+            #expect(then.status == 200 && then.body.contains(#""value":70"#), "\(then.body)")
+            let live = try get("/v1/projections/daily?user=ann&date=today")
+            #expect(live.status == 200 && live.body.contains(#""value":70"#), "\(live.body)")
+            #expect(try get("/v1/replay/daily?to_seq=3&user=ann&date=today").body == live.body)
+        }
+    }
+
     @Test("a misspelled query argument is a 400 naming the one meant; others are ignored; replay's to_date is its last day")
     func queryArguments() throws {
         try withServer { f in
