@@ -60,7 +60,10 @@ public final class ActivityFold {
     /// 7: a zone's offset is looked up at the instant's whole second: past about the year 2255
     /// an instant a microsecond before a change was rounded onto it, and a sample ending there
     /// at a midnight change (Havana's, in 3000) was in no row.
-    public static let version = 7
+    /// 8: a grant or revoke that leaves a client's sets as they were changes nothing: the
+    /// `grants` row kept its time, and a revoke for a client never granted anything made an
+    /// empty row.
+    public static let version = 8
 
     private let store: any StateStore
     private let context: FoldContext
@@ -275,6 +278,10 @@ public final class ActivityFold {
             value.read.subtract(change.read)
             value.share.subtract(change.share)
         }
+        // The row says when the sets last changed (SPEC §4.5): a grant of types already held,
+        // or a revoke of types not held (a client never granted any has no row), changes
+        // nothing, and no change is sent.
+        if value.read == (previous?.read ?? []), value.share == (previous?.share ?? []) { return }
         value.seq = cause.seq
         value.recorded = cause.recorded
         try store.put(.grants, key, value.encoded)

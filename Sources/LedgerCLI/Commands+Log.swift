@@ -215,8 +215,10 @@ extension Commands {
         discussion: """
         Exits 1 and names the first bad seq when the log was damaged or altered, the first \
         projection row (or entry of the fold's stored state) that differs from a fresh fold of \
-        the log, or the first entry of the log's indexes (ids, samples, sync) that disagrees \
-        with it. On a terminal, stderr counts the events verified every 65,536.
+        the log, the first stored change (what subscribers are sent) that a fresh fold would \
+        not have made, or the first entry of the log's indexes (ids, samples, sync) that \
+        disagrees with it. 'ledger rebuild --indexes' mends all but the log itself. On a \
+        terminal, stderr counts the events verified every 65,536.
         """,
         options: [helpOption, dbOption]
     ) { arguments, context in

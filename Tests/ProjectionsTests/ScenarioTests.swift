@@ -633,6 +633,23 @@ struct ScenarioTests {
         #expect(insurer.allSatisfy { $0.strings("read") == [] && $0.strings("share") == [] })
     }
 
+    @Test("a grant or revoke that leaves the sets as they were changes nothing: no new time, no change")
+    func grantsThatChangeNothing() throws {
+        let h = FoldHarness(defaultZone: "UTC")
+        try h.append(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"]}"#)                  // seq 1
+        try h.append(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"]}"#)                  // seq 2: held
+        try h.append(#"{"kind":"revoke","user":"ann","client":"coach","share":["distance"]}"#)             // seq 3: not held
+        try h.append(#"{"kind":"revoke","user":"ann","client":"stranger","read":["steps"]}"#)              // seq 4: no grant
+        #expect(try h.rows(.grants, RowFilter(user: "ann")).map { grantSummary($0) } == [
+            "ann coach read=[steps] share=[] seq=1 updated=2026-01-01T00:00:01.000000Z",
+        ])
+        try h.append(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":["steps"]}"#) // seq 5: share
+        #expect(try h.rows(.grants, RowFilter(user: "ann")).map { grantSummary($0) } == [
+            "ann coach read=[steps] share=[steps] seq=5 updated=2026-01-01T00:00:05.000000Z",
+        ])
+        #expect(h.changes.filter { $0.projection == .grants }.map(\.seq) == [1, 5])
+    }
+
     // MARK: 12. Units
 
     @Test("distance and energy are reported in metres and kilocalories")
