@@ -224,8 +224,9 @@ public final class HTTPServer: @unchecked Sendable {
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
         let name = parts.count == 3 ? parts[2] : ""
-        if let accepted = HTTPServer.queryArguments[route], let (unknown, near) = misspelledArgument(connection, accepted: accepted) {
-            return queue(.error(400, "unknown query argument '\(unknown)' on /\(route.replacingOccurrences(of: "*", with: name)). Did you mean '\(near)'?"), on: connection)
+        if let accepted = HTTPServer.queryArguments[route],
+           let problem = queryArgumentProblem(connection, accepted: accepted, path: "/" + route.replacingOccurrences(of: "*", with: name)) {
+            return queue(.error(400, problem), on: connection)
         }
         switch (method, route) {
         case ("POST", "v1/events"):
@@ -345,8 +346,8 @@ public final class HTTPServer: @unchecked Sendable {
         let pointer: OpaquePointer
     }
 
-    /// Where in the body the error is: `line` always (SPEC §9), and for an array body also the
-    /// element's 0-based `index`.
+    /// Where in the body the error is: `line` always (SPEC §9; `null` when the error is the
+    /// whole body's, as an empty one), and for an array body also the element's 0-based `index`.
     private func location(_ location: InputLocation?, in body: [UInt8]) -> [String: JSONValue] {
         switch location {
         case .line(let line)?:
@@ -356,7 +357,7 @@ public final class HTTPServer: @unchecked Sendable {
             if let line = EventInput.lineOfArrayElement(body, index: index) { fields["line"] = .int(Int64(line)) }
             return fields
         case nil:
-            return [:]
+            return ["line": .null]
         }
     }
 
@@ -675,27 +676,39 @@ public final class HTTPServer: @unchecked Sendable {
         "metrics": [],
     ]
 
-    /// The first query argument of the request that is not in `accepted` but near one of them
-    /// (three characters or more, at most two edits away), with that one. Names compare
+    /// What is wrong with the request's query arguments, if anything: one that is not in
+    /// `accepted` but near one of them (three characters or more, at most two edits away),
+    /// named with the one meant; or one of `accepted` with no value at all (`?fallback`, which
+    /// read as absent would quietly answer without the stale rows asked for). Names compare
     /// ignoring ASCII case, as libmicrohttpd's lookups do.
-    private func misspelledArgument(_ connection: OpaquePointer, accepted: [String]) -> (String, String)? {
+    private func queryArgumentProblem(_ connection: OpaquePointer, accepted: [String], path: String) -> String? {
         final class Found {
             var accepted: [String] = []
-            var misspelled: (String, String)?
+            var path = ""
+            var problem: String?
         }
         let found = Found()
         found.accepted = accepted.map { $0.lowercased() }
+        found.path = path
         let context = Unmanaged.passUnretained(found).toOpaque()
-        _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, _, _ in
+        _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, value, _ in
             let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
             let name = String(decoding: asciiLowercased(cBytes(key, keySize)), as: UTF8.self)
-            guard name.count >= 3, !found.accepted.contains(name),
+            let shown = String(decoding: cBytes(key, keySize), as: UTF8.self)
+            if found.accepted.contains(name) {
+                guard value == nil else { return .YES }
+                found.problem = name == "fallback"
+                    ? "query argument '\(shown)' has no value: give fallback=true (or false)"
+                    : "query argument '\(shown)' has no value: give \(shown)=…"
+                return .NO
+            }
+            guard name.count >= 3,
                   let near = found.accepted.map({ ($0, editDistance(name, $0)) }).filter({ $0.1 <= 2 }).min(by: { $0.1 < $1.1 })
             else { return .YES }
-            found.misspelled = (String(decoding: cBytes(key, keySize), as: UTF8.self), near.0)
+            found.problem = "unknown query argument '\(shown)' on \(found.path). Did you mean '\(near.0)'?"
             return .NO
         }, context)
-        return found.misspelled
+        return found.problem
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {

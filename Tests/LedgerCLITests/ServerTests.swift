@@ -133,6 +133,12 @@ struct ServerTests {
             }
             // Names compare ignoring case, as libmicrohttpd's lookups do.
             #expect(try get("/v1/projections/daily?USER=ann").status == 200)
+            // An argument with no value is refused, not read as absent: a bare `fallback`
+            // answered without the stale rows, which looks like no data at all.
+            let bare = try get("/v1/projections/daily?user=ann&date=today&fallback")
+            #expect(bare.status == 400 && bare.body.contains("query argument 'fallback' has no value: give fallback=true (or false)"), "\(bare.body)")
+            #expect(try get("/v1/projections/daily?user").status == 400)
+            #expect(try get("/v1/replay/daily?to_seq").status == 400)
             // One day or a range, as the CLI: both is a 400, not the day silently winning.
             #expect(try get("/v1/projections/daily?date=2026-11-29&to=2026-11-30").status == 400)
             let both = try get("/v1/replay/daily?to_seq=2&date=2026-11-29&to_date=2026-11-30")
@@ -451,6 +457,11 @@ struct ServerTests {
             let badArray = try f.post("[" + step(minute: 3) + ",\n  " + #"{"kind":"sample","type":"steps"}"# + "]")
             #expect(badArray.status == 400)
             #expect(badArray.body.contains(#""line":2"#) && badArray.body.contains(#""index":1"#), "\(badArray.body)")
+            // A body with no event is the whole body's error: `line` is there, and null.
+            for empty in ["", "[]", " \n"] {
+                let none = try f.post(empty)
+                #expect(none.status == 400 && none.body.hasPrefix(#"{"error":"no events in input"#) && none.body.contains(#""line":null"#), "\(none.body)")
+            }
             let after = try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]
             #expect(after == head)
             // The same id with other content: 409. A stale If-Match: 409.
