@@ -131,7 +131,9 @@ extension Commands {
         let user = arguments.value("user")
         let log = try context.openLog(arguments, create: false)
 
-        var rows = RowSet(columns: ["seq", "recorded", "kind", "user", "id", "detail"])
+        // The table, for people, summarises each event and ends with its full hash (what an
+        // auditor keeps, SPEC §7); csv, ndjson and json carry the stored event itself.
+        var rows = RowSet(columns: ["seq", "recorded", "kind", "user", "id"] + (format == .table ? ["detail", "hash"] : ["event"]))
         var printed = 0
         var pending: [UInt8] = []
         var userOfSample: [UUID: String] = [:]
@@ -159,7 +161,7 @@ extension Commands {
                 pending += record.json
             case .table:
                 rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.payload.kind.rawValue),
-                             .string(eventUser), .string(event.id.lowercased), .string(summary(of: event))])
+                             .string(eventUser), .string(event.id.lowercased), .string(summary(of: event)), .string(record.hash.hex)])
             case .csv:
                 rows.append([.int(Int64(record.seq)), .string(record.recorded.rfc3339), .string(event.payload.kind.rawValue),
                              .string(eventUser), .string(event.id.lowercased), .string(String(decoding: record.json, as: UTF8.self))])
@@ -174,7 +176,6 @@ extension Commands {
         case .table:
             rows.write(.table, to: context.stdout)
         case .csv:
-            rows.columns[5] = "event"
             rows.write(.csv, to: context.stdout)
         }
         return 0

@@ -165,6 +165,9 @@ struct CommandTests {
             #expect(tableLines.count == 2)
             #expect(tableLines[0].hasPrefix("SEQ  RECORDED"))
             #expect(tableLines[1].contains("steps 10 count 2026-01-01T00:00:00.000000Z..2026-01-01T00:01:00.000000Z from iPhone"))
+            // The table ends with the event's full hash, what an auditor keeps (SPEC §7).
+            #expect(tableLines[0].hasSuffix("HASH"))
+            #expect(tableLines[1].hasSuffix(try EventLog(path: db, create: false).record(at: 1)!.hash.hex))
 
             let csv = ledger(["log", "--format", "csv"], db: db)
             #expect(csv.stdout.hasPrefix("seq,recorded,kind,user,id,event\n1,"))
