@@ -16,8 +16,9 @@ public enum LedgerCommandLine {
                            clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
         let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
         guard let first = arguments.first else {
-            stdout.write(Help.overview)
-            return 0
+            // A missing command is a usage error (SPEC §5: 64), as a missing argument is; a
+            // script that runs `ledger $CMD` with CMD unset must not see success.
+            return fail(.usage("no command given; 'ledger help' lists the commands", usage: Help.synopsis), context)
         }
         if first == "--help" || first == "-h" || first == "help" {
             // `help COMMAND`, and `--help COMMAND` as people also type it; `help --help` asks

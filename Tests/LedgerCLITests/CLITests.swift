@@ -447,6 +447,10 @@ struct HelpTests {
         let command = ledger(["apend"])
         #expect(command.status == 64)
         #expect(command.stderr == "Error: unknown command 'apend'. Did you mean 'append'?\nUsage: ledger <command> [options]\n")
+        // No command at all is a missing argument too (SPEC §5), not success.
+        let none = ledger([])
+        #expect(none.status == 64 && none.stdout.isEmpty)
+        #expect(none.stderr == "Error: no command given; 'ledger help' lists the commands\nUsage: ledger <command> [options]\n")
         let option = ledger(["log", "--frm", "3"])
         #expect(option.status == 64)
         #expect(option.stderr.hasPrefix("Error: unknown option '--frm'. Did you mean '--from'?\nUsage: ledger log"))

@@ -675,6 +675,15 @@ struct ScenarioTests {
         #expect(Set(energy.keys) == ["ann 2026-11-29"])
         expectClose(energy["ann 2026-11-29"], 150)           // 418.4 kJ ÷ 4.184 = 100 kcal, + 50 Cal = 50 kcal
 
+        // An amended value without a unit is in the unit the sample has then: after 1 mi
+        // became 1 km, a value of 2 is 2 km (README, Corrections).
+        try h.append(sample(7, type: "distance", value: 1, unit: "mi", from: "2026-12-05T08:00:00Z", to: "2026-12-05T08:30:00Z"))
+        expectClose(try h.daily(.distance)["ann 2026-12-05"], 1609.344)
+        try h.append(amend(7, #""value":1,"unit":"km""#))
+        expectClose(try h.daily(.distance)["ann 2026-12-05"], 1000)
+        try h.append(amend(7, #""value":2"#))
+        expectClose(try h.daily(.distance)["ann 2026-12-05"], 2000)
+
         let rows = try h.rows(.daily, RowFilter(user: "ann"))
         #expect(Set(rows.filter { $0.string("type") == "distance" }.compactMap { $0.string("unit") }) == ["m"])
         #expect(Set(rows.filter { $0.string("type") == "active-energy" }.compactMap { $0.string("unit") }) == ["kcal"])
