@@ -9,8 +9,10 @@ import Synchronization
 /// `ledger serve`: the HTTP API of SPEC §9 on libmicrohttpd (one internal epoll thread,
 /// suspend/resume for streams and queued writes).
 ///
-/// Threads: libmicrohttpd's thread runs every request handler and SSE body callback (reads are
-/// short LMDB read transactions); the writer thread (`GroupCommitter`) commits POSTed batches;
+/// Threads: libmicrohttpd's thread runs the request handlers and SSE body callbacks; reads of
+/// rows and of the log, and the parse of large bodies, run on a thread per request
+/// (`offload`) with the connection suspended; the writer thread (`GroupCommitter`) commits
+/// POSTed batches;
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
 /// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped.
 public final class HTTPServer: @unchecked Sendable {
@@ -27,6 +29,16 @@ public final class HTTPServer: @unchecked Sendable {
     private var committer: GroupCommitter!
     private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
     private let running = Mutex(true)
+    /// Requests being answered on threads of their own (`offload`), and whether more may start.
+    private let workers = Mutex<(open: Bool, count: Int)>((true, 0))
+    /// Requests whose answer waits on another thread (an offloaded read, a queued POST) and
+    /// that libmicrohttpd has not yet reported complete: `stop` lets them be sent first.
+    private let unsent = Atomic<Int>(0)
+    /// At most this many requests are answered on threads of their own at once; more get a 503.
+    static let maxOffloaded = 64
+    /// POST bodies larger than this are parsed on a thread of their own: parsing 60 MiB takes
+    /// seconds, which on libmicrohttpd's thread held up every other client.
+    static let inlineBodyLimit = 64 << 10
     let metrics = Metrics()
 
     /// Counters for `/metrics`.
@@ -123,7 +135,18 @@ public final class HTTPServer: @unchecked Sendable {
         running.withLock { $0 = false }
         let all = streams.withLock { Array($0.values) }
         all.forEach { $0.wake(closing: true) }
+        // Offloaded work finishes first: a POST parsed there is then queued, or refused.
+        workers.withLock { $0.open = false }
+        while workers.withLock({ $0.count }) > 0 { Thread.sleep(forTimeInterval: 0.005) }
         committer?.stop()
+        // Every queued POST is now committed and its connection resumed with the answer, but
+        // the answer is sent by libmicrohttpd's thread: stopping the daemon at once closed
+        // such connections with nothing sent, so a client could not tell a committed batch
+        // from a lost one. Wait (a few seconds at most: a client may not read) until sent.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while unsent.load(ordering: .acquiring) > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.005)
+        }
         bus.stop()
         if let daemon { mhd.stopDaemon(daemon) }
         daemon = nil
@@ -236,11 +259,14 @@ public final class HTTPServer: @unchecked Sendable {
             if let client, !client.admin {
                 return queue(.error(403, "the raw event log is for admin clients; read projections instead"), on: connection)
             }
-            return queue(getEvents(connection, client: client), on: connection)
-        case ("GET", "v1/projections/*"):
-            return queue(getRows(name, connection: connection, client: client, replay: false), on: connection)
-        case ("GET", "v1/replay/*"):
-            return queue(getRows(name, connection: connection, client: client, replay: true), on: connection)
+            let arguments = queryArguments(connection)
+            return offload(request, connection: connection) { $0(self.getEvents(arguments, client: client)) }
+        case ("GET", "v1/projections/*"), ("GET", "v1/replay/*"):
+            // Reads take a read transaction and may take seconds (a replay of a large ledger):
+            // answered on a thread of their own, not libmicrohttpd's, which serves everyone.
+            let arguments = queryArguments(connection)
+            let replay = route == "v1/replay/*"
+            return offload(request, connection: connection) { $0(self.getRows(name, arguments: arguments, client: client, replay: replay)) }
         case ("GET", "v1/subscribe/*"):
             return subscribe(name, connection: connection, client: client)
         case ("GET", "v1/health"):
@@ -261,8 +287,58 @@ public final class HTTPServer: @unchecked Sendable {
 
     func completed(_ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
         guard let state, let pointer = state.pointee else { return }
-        Unmanaged<Request>.fromOpaque(pointer).release()
+        let request = Unmanaged<Request>.fromOpaque(pointer).takeRetainedValue()
+        if request.submitted { unsent.subtract(1, ordering: .releasing) }
         state.pointee = nil
+    }
+
+    /// Answers `request` on a thread of its own, the connection suspended meanwhile, so that a
+    /// slow read or a large body never holds up libmicrohttpd's one thread (which serves every
+    /// other request, stream and small POST). `work` calls its argument once, from any thread
+    /// and at any time (a POST's, once the writer has committed it), with the answer.
+    private func offload(_ request: Request, connection: OpaquePointer,
+                         _ work: @escaping @Sendable (_ answer: @escaping @Sendable (Response) -> Void) -> Void) -> MHD_Result {
+        let admitted = workers.withLock { state -> Bool? in
+            guard state.open else { return nil }
+            guard state.count < HTTPServer.maxOffloaded else { return false }
+            state.count += 1
+            return true
+        }
+        guard admitted == true else {
+            return queue(admitted == nil ? .error(503, "the server is shutting down; nothing was written")
+                         : .error(503, "the server is answering \(HTTPServer.maxOffloaded) long requests; retry shortly"),
+                         on: connection)
+        }
+        request.submitted = true
+        unsent.add(1, ordering: .relaxed)
+        mhd.suspendConnection(connection)
+        let suspended = SuspendedConnection(pointer: connection)
+        let thread = Thread { [self] in
+            work { response in
+                request.lock.withLock { $0 = response }
+                self.mhd.resumeConnection(suspended.pointer)
+            }
+            workers.withLock { $0.count -= 1 }
+        }
+        thread.name = "ledger-request"
+        thread.start()
+        return .YES
+    }
+
+    /// The request's query arguments, names in lower case (libmicrohttpd's lookups ignore
+    /// case), read on libmicrohttpd's thread for work done on another.
+    private func queryArguments(_ connection: OpaquePointer) -> [String: String] {
+        final class Found { var arguments: [String: String] = [:] }
+        let found = Found()
+        let context = Unmanaged.passUnretained(found).toOpaque()
+        _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, value, valueSize in
+            let found = Unmanaged<Found>.fromOpaque(context!).takeUnretainedValue()
+            guard let value else { return .YES }
+            found.arguments[String(decoding: asciiLowercased(cBytes(key, keySize)), as: UTF8.self)] =
+                String(decoding: cBytes(value, valueSize), as: UTF8.self)
+            return .YES
+        }, context)
+        return found.arguments
     }
 
     private func authenticate(_ connection: OpaquePointer) -> Result<APIClient?, ResponseFailure> {
@@ -281,17 +357,6 @@ public final class HTTPServer: @unchecked Sendable {
     struct ResponseFailure: Error { var response: Response }
 
     private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
-        let batch: [(InputLocation, PreparedEvent)]
-        do {
-            batch = try EventInput.prepare(request.body)
-        } catch {
-            metrics.values.withLock { $0.rejects += 1 }
-            return queue(.error(400, error.description, extra: location(error.location, in: request.body)), on: connection)
-        }
-        if let denied = access.mayAppend(batch, client: client) {
-            metrics.values.withLock { $0.rejects += 1 }
-            return queue(.error(403, denied), on: connection)
-        }
         var expectHead: UInt64?
         if let match = value(connection, kind: .HEADER_KIND, "If-Match") {
             guard let seq = UInt64(match.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else {
@@ -299,12 +364,45 @@ public final class HTTPServer: @unchecked Sendable {
             }
             expectHead = seq
         }
-        request.submitted = true
-        let metrics = self.metrics
+        if request.body.count > HTTPServer.inlineBodyLimit {
+            return offload(request, connection: connection) { [expectHead] answer in
+                if let refusal = self.submit(request, client: client, expectHead: expectHead, suspend: {}, answer: answer) {
+                    answer(refusal)
+                }
+            }
+        }
         let suspended = SuspendedConnection(pointer: connection)
-        // Suspended only once the writer has taken the job: a stopping writer refuses it, and a
-        // connection suspended with nobody to resume it would abort libmicrohttpd's shutdown.
-        let accepted = committer.submit(suspend: { self.mhd.suspendConnection(connection) }, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
+        let refusal = submit(request, client: client, expectHead: expectHead, suspend: {
+            request.submitted = true
+            self.unsent.add(1, ordering: .relaxed)
+            self.mhd.suspendConnection(connection)
+        }, answer: { response in
+            request.lock.withLock { $0 = response }
+            self.mhd.resumeConnection(suspended.pointer)
+        })
+        return refusal.map { queue($0, on: connection) } ?? .YES
+    }
+
+    /// Parses a POSTed body, checks the client may append it, and queues it for the writer,
+    /// calling `suspend` once the writer has taken it (under its lock: a stopping writer
+    /// refuses it, and a connection suspended with nobody to resume it would abort
+    /// libmicrohttpd's shutdown) and `answer` once it is committed or refused. Returns the
+    /// answer instead when the batch never reaches the writer.
+    private func submit(_ request: Request, client: APIClient?, expectHead: UInt64?, suspend: () -> Void,
+                        answer: @escaping @Sendable (Response) -> Void) -> Response? {
+        let batch: [(InputLocation, PreparedEvent)]
+        do {
+            batch = try EventInput.prepare(request.body)
+        } catch {
+            metrics.values.withLock { $0.rejects += 1 }
+            return .error(400, error.description, extra: location(error.location, in: request.body))
+        }
+        if let denied = access.mayAppend(batch, client: client) {
+            metrics.values.withLock { $0.rejects += 1 }
+            return .error(403, denied)
+        }
+        let metrics = self.metrics
+        let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
             let response: Response
             switch result {
             case .success(let appended):
@@ -333,11 +431,9 @@ public final class HTTPServer: @unchecked Sendable {
             case .failure(let error):
                 response = .error(500, "\(error)")
             }
-            request.lock.withLock { $0 = response }
-            self.mhd.resumeConnection(suspended.pointer)
+            answer(response)
         })
-        guard accepted else { return queue(.error(503, "the server is shutting down; nothing was written"), on: connection) }
-        return .YES
+        return accepted ? nil : .error(503, "the server is shutting down; nothing was written")
     }
 
     /// A suspended connection handed to the writer thread, which only resumes it.
@@ -361,9 +457,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    private func getEvents(_ connection: OpaquePointer, client: APIClient?) -> Response {
-        let from = value(connection, kind: .GET_ARGUMENT_KIND, "from").map { UInt64($0) } ?? 1
-        let limit = value(connection, kind: .GET_ARGUMENT_KIND, "limit").map { Int($0) } ?? 1000
+    private func getEvents(_ arguments: [String: String], client: APIClient?) -> Response {
+        let from = arguments["from"].map { UInt64($0) } ?? 1
+        let limit = arguments["limit"].map { Int($0) } ?? 1000
         // As `log --limit`: 0 asks for nothing (an empty list). Values past what fits are refused.
         guard let from, let limit, limit >= 0 else {
             return .error(400, "'from' needs a seq and 'limit' a whole number from 0 to \(Int.max)")
@@ -389,11 +485,11 @@ public final class HTTPServer: @unchecked Sendable {
         return Response(status: 200, body: out)
     }
 
-    private func getRows(_ name: String, connection: OpaquePointer, client: APIClient?, replay: Bool) -> Response {
+    private func getRows(_ name: String, arguments: [String: String], client: APIClient?, replay: Bool) -> Response {
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
             return .error(404, "unknown projection '\(name)' (expected daily, daily-steps, per-source, last-known or grants)")
         }
-        func argument(_ name: String) -> String? { value(connection, kind: .GET_ARGUMENT_KIND, name) }
+        func argument(_ name: String) -> String? { arguments[name] }
         var filter = RowFilter(user: argument("user"), type: impliedType)
         if let text = argument("type") {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
