@@ -14,6 +14,14 @@ public enum ProjectionName: String, CaseIterable, Sendable {
         return ProjectionName(rawValue: text).map { ($0, nil) }
     }
 
+    /// Why a type asked for (`spelled` as given) contradicts the one a name implies
+    /// (`daily-steps` and distance), or nil: the CLI, HTTP reads and streams refuse it alike,
+    /// rather than serve another type under a steps name.
+    public static func typeConflict(implied: QuantityType?, given: QuantityType, spelled: String, option: String) -> String? {
+        guard let implied, implied != given else { return nil }
+        return "daily-steps is daily of type \(implied.rawValue); it cannot take \(option) \(spelled)"
+    }
+
     /// The columns of its rows, in output order.
     public var columns: [String] {
         switch self {

@@ -163,8 +163,8 @@ extension Commands {
         }
         var filter = RowFilter(user: arguments.value("user"), type: impliedType)
         if let type = try parseTypeOption(arguments) {
-            if let impliedType, impliedType != type {
-                throw CLIError.usage("daily-steps is daily --type steps; it cannot take --type \(arguments.value("type")!)", usage: usage)
+            if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: arguments.value("type")!, option: "--type") {
+                throw CLIError.usage(conflict, usage: usage)
             }
             filter.type = type
         }

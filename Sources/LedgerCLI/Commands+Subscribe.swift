@@ -96,7 +96,12 @@ extension Commands {
             filter.projection = projection
             filter.type = impliedType
         }
-        if let type = try parseTypeOption(arguments) { filter.type = type }
+        if let type = try parseTypeOption(arguments) {
+            if let conflict = ProjectionName.typeConflict(implied: filter.type, given: type, spelled: arguments.value("type")!, option: "--type") {
+                throw CLIError.usage(conflict, usage: usage)
+            }
+            filter.type = type
+        }
         let log = try context.openLog(arguments, create: false)
         var cursor: UInt64
         // Changes of seq `cursor + 1` the reader already has (`--from SEQ.K`).

@@ -493,6 +493,9 @@ public final class HTTPServer: @unchecked Sendable {
         var filter = RowFilter(user: argument("user"), type: impliedType)
         if let text = argument("type") {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
+            if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: "'\(text)'", option: "type") {
+                return .error(400, conflict)
+            }
             filter.type = type
         }
         // A replay's arguments on a projection would be ignored (unknown arguments are, unless
@@ -596,6 +599,9 @@ public final class HTTPServer: @unchecked Sendable {
         var filter = ChangeFilter(projection: projection, user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
             guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
+            if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: "'\(text)'", option: "type") {
+                return queue(.error(400, conflict), on: connection)
+            }
             filter.type = type
         }
         if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {

@@ -321,6 +321,13 @@ struct CommandTests {
             #expect(grants.status == 64)
             #expect(grants.stderr.hasPrefix("Error: grants rows have no date; --from does not apply to them\n"))
             #expect(ledger(["project", "grants", "--date", "today"], db: db).status == 64)
+            // daily-steps is steps: another type is refused, not served under its name.
+            for command in [["project", "daily-steps"], ["replay", "--projection", "daily-steps", "--to-seq", "1"],
+                            ["subscribe", "daily-steps", "--from", "0"]] {
+                let other = ledger(command + ["--type", "distance"], db: db)
+                #expect(other.status == 64, "\(command)")
+                #expect(other.stderr.hasPrefix("Error: daily-steps is daily of type steps; it cannot take --type distance\n"), "\(other.stderr)")
+            }
             let batch = ledger(["import", "apple-health", "x.xml", "--batch", "-1"], db: db)
             #expect(batch.stderr.hasPrefix("Error: option '--batch' needs a whole number from 1 to "))
         }
