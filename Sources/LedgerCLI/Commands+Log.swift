@@ -140,12 +140,8 @@ extension Commands {
         try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
             if let limit, printed >= limit { return false }
             let event = try record.typedEvent()
+            let eventUser = try log.user(of: event, known: &userOfSample)
             if let kind, event.payload.kind != kind { return true }
-            var eventUser = event.payload.user
-            if case .sample(let sample) = event.payload { userOfSample[event.id] = sample.user }
-            if case .correction(let correction) = event.payload {
-                eventUser = try userOfSample[correction.target] ?? targetUser(of: correction, in: log)
-            }
             if let user, !sameName(eventUser, user) { return true }
             printed += 1
             switch format {
@@ -179,10 +175,6 @@ extension Commands {
             rows.write(.csv, to: context.stdout)
         }
         return 0
-    }
-
-    static func targetUser(of correction: Correction, in log: EventLog) throws -> String {
-        try log.record(id: correction.target)?.typedEvent().payload.user ?? ""
     }
 
     /// One line describing an event, for the table format.

@@ -206,6 +206,8 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     static let maxBody = 64 << 20
+    /// The most events one `GET /v1/events` returns.
+    static let eventsPage = 10_000
 
     func handle(connection: OpaquePointer, url: String, method: String,
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
@@ -460,15 +462,32 @@ public final class HTTPServer: @unchecked Sendable {
     private func getEvents(_ arguments: [String: String], client: APIClient?) -> Response {
         let from = arguments["from"].map { UInt64($0) } ?? 1
         let limit = arguments["limit"].map { Int($0) } ?? 1000
-        // As `log --limit`: 0 asks for nothing (an empty list). Values past what fits are refused.
-        guard let from, let limit, limit >= 0 else {
-            return .error(400, "'from' needs a seq and 'limit' a whole number from 0 to \(Int.max)")
+        // As `log --limit`: 0 asks for nothing (an empty list). More than a page is refused
+        // rather than cut short, which a pager would take for the end of the log.
+        guard let from, let limit, (0...HTTPServer.eventsPage).contains(limit) else {
+            return .error(400, "'from' needs a seq and 'limit' a whole number from 0 to \(HTTPServer.eventsPage) (page on with 'from')")
         }
+        // As `log --kind` and `log --user` (a correction is its target's user's).
+        var kind: EventKind?
+        if let text = arguments["kind"] {
+            guard let parsed = EventKind(rawValue: text) else {
+                return .error(400, "unknown kind '\(text)' (expected sample, correction, grant, revoke or profile)")
+            }
+            kind = parsed
+        }
+        let user = arguments["user"]
+        var known: [UUID: String] = [:]
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {
             try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
-                if count >= min(limit, 10_000) { return false }
+                if count >= limit { return false }
+                if kind != nil || user != nil {
+                    let event = try record.typedEvent()
+                    let eventUser = try log.user(of: event, known: &known)
+                    if let kind, event.payload.kind != kind { return true }
+                    if let user, !sameName(eventUser, user) { return true }
+                }
                 if let client, !client.admin {
                     guard case .sample(let sample) = try record.typedEvent().payload,
                           access.mayRead(user: sample.user, type: sample.type, client: client) else { return true }
@@ -770,7 +789,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// return everything. Others are ignored, as HTTP clients add their own (`_=` to defeat
     /// caches, an EventSource polyfill's `lastEventId`, which a stream reads, `utm_…`).
     static let queryArguments: [String: [String]] = [
-        "v1/events": ["from", "limit"],
+        "v1/events": ["from", "limit", "user", "kind"],
         "v1/projections/*": ["user", "type", "from", "to", "date", "fallback"],
         "v1/replay/*": ["user", "type", "from", "to", "to_seq", "to_date", "date", "fallback"],
         "v1/subscribe/*": ["user", "type", "from", "lastEventId"],

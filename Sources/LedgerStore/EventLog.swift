@@ -252,6 +252,23 @@ public final class EventLog: Sendable {
     }
 
     /// The record of the event with `id`, or nil.
+    /// Whose event this is: its `user`, or for a correction its target sample's (looked up
+    /// in `known`, samples seen so far in a walk, else in the log). A walk over the log
+    /// filtering by user (`log --user`, `GET /v1/events?user=`) passes the same `known` to
+    /// every call.
+    public func user(of event: (id: UUID, payload: Event.Payload), known: inout [UUID: String]) throws -> String {
+        switch event.payload {
+        case .sample(let sample):
+            known[event.id] = sample.user
+            return sample.user
+        case .correction(let correction):
+            if let user = known[correction.target] { return user }
+            return try record(id: correction.target)?.typedEvent().payload.user ?? ""
+        default:
+            return event.payload.user
+        }
+    }
+
     public func record(id: UUID) throws -> EventRecord? {
         try environment.read { txn in
             guard let seqBytes = try txn.get(ids, id.bytes) else { return nil }

@@ -368,7 +368,7 @@ struct HelpTests {
 
     @Test("help, --help and --version print to stdout and exit 0")
     func help() {
-        for arguments in [["help"], ["--help"], ["-h"], [], ["help", "--help"], ["help", "-h"], ["help", "help"]] {
+        for arguments in [["help"], ["--help"], ["-h"], ["help", "--help"], ["help", "-h"], ["help", "help"]] {
             let run = ledger(arguments)
             #expect(run.status == 0)
             #expect(run.stdout.hasPrefix("OVERVIEW: An event-sourced activity ledger"))

@@ -216,7 +216,7 @@ struct ProjectCommandTests {
             (["project"], "Error: missing projection NAME"),
             (["project", "daly"], "Error: unknown projection 'daly'. Did you mean 'daily'?"),
             (["project", "daily", "--type", "sleep"], "Error: unknown type 'sleep'"),
-            (["project", "daily-steps", "--type", "distance"], "Error: daily-steps is daily --type steps"),
+            (["project", "daily-steps", "--type", "distance"], "Error: daily-steps is daily of type steps; it cannot take --type distance"),
             (["project", "daily", "--date", "2026-02-30"], "Error: '--date' needs a date that exists"),
             (["project", "per-source", "--date", "today", "--fallback"], "Error: --fallback works with daily"),
             (["project", "daily", "--format", "xml"], "Error: unknown format 'xml' (expected table, json, ndjson, csv or chart)"),

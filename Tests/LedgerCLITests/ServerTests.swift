@@ -145,6 +145,15 @@ struct ServerTests {
                 #expect(other.status == 400 && other.body.contains("daily-steps is daily of type steps; it cannot take type"), "\(path): \(other.body)")
             }
             #expect(try get("/v1/projections/daily-steps?type=steps").status == 200)
+            // /v1/events filters as `log --user` and `--kind` do, and refuses more than a page.
+            #expect(try f.post(step("bob", minute: 2)).status == 200)
+            let bobs = try get("/v1/events?user=bob")
+            #expect(bobs.status == 200 && bobs.body.components(separatedBy: "\"kind\":\"sample\"").count == 2 && bobs.body.contains("\"user\":\"bob\""), "\(bobs.body)")
+            #expect(try get("/v1/events?kind=grant").body.hasPrefix("[]"))
+            #expect(try get("/v1/events?kind=sample&user=ann").body.components(separatedBy: "\"user\":\"ann\"").count == 3)
+            #expect(try get("/v1/events?kind=foo").status == 400)
+            let page = try get("/v1/events?limit=10001")
+            #expect(page.status == 400 && page.body.contains("from 0 to 10000"), "\(page.body)")
             #expect(try get("/v1/replay/daily?to_seq").status == 400)
             // One day or a range, as the CLI: both is a 400, not the day silently winning.
             #expect(try get("/v1/projections/daily?date=2026-11-29&to=2026-11-30").status == 400)
