@@ -281,7 +281,10 @@ public final class HTTPServer: @unchecked Sendable {
             }
             return queue(metricsResponse(), on: connection)
         case (_, "v1/events"), (_, "v1/projections/*"), (_, "v1/replay/*"), (_, "v1/subscribe/*"), (_, "v1/health"), (_, "metrics"):
-            return queue(.error(405, "\(method) is not allowed on \(path)"), on: connection)
+            // RFC 9110 §15.5.6: a 405 says which methods the resource takes.
+            var refusal = Response.error(405, "\(method) is not allowed on \(path)")
+            refusal.headers = [("Allow", route == "v1/events" ? "GET, POST" : "GET")]
+            return queue(refusal, on: connection)
         default:
             return queue(.error(404, "no such endpoint: \(path)"), on: connection)
         }
@@ -344,7 +347,20 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func authenticate(_ connection: OpaquePointer) -> Result<APIClient?, ResponseFailure> {
-        guard authRequired else { return .success(nil) }
+        guard authRequired else {
+            // --no-auth serves the programs of this machine, and a web page open in its
+            // browser is not one: a cross-site form or fetch (which sends `Origin`) could
+            // append to a log that can never be rewritten, and DNS rebinding (a foreign name
+            // in `Host` that resolves to 127.0.0.1) could read it. Both are refused.
+            if let host = value(connection, kind: .HEADER_KIND, "Host"), !HTTPServer.isLoopback(authority: host) {
+                return .failure(ResponseFailure(response: .error(403, "--no-auth answers only requests addressed to a loopback name or address, not '\(host)'")))
+            }
+            if let origin = value(connection, kind: .HEADER_KIND, "Origin"),
+               !HTTPServer.isLoopback(authority: origin.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init) ?? "") {
+                return .failure(ResponseFailure(response: .error(403, "--no-auth refuses requests from web pages of another origin ('\(origin)'); start the server with tokens to serve them")))
+            }
+            return .success(nil)
+        }
         // The scheme's name is case-insensitive (RFC 9110 §11.1): "bearer" is "Bearer".
         guard let header = value(connection, kind: .HEADER_KIND, "Authorization"),
               header.prefix(7).lowercased() == "bearer " else {
@@ -357,6 +373,21 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     struct ResponseFailure: Error { var response: Response }
+
+    /// Whether `authority` (`host`, `host:port`, `[v6]:port`) names this machine: `localhost`,
+    /// 127.0.0.0/8 or ::1.
+    static func isLoopback(authority: String) -> Bool {
+        var host = Substring(authority.trimmingCharacters(in: .whitespaces))
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        if host.lowercased() == "localhost" || host == "::1" { return true }
+        var address = in_addr()
+        return inet_pton(AF_INET, String(host), &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
+    }
 
     private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
         var expectHead: UInt64?

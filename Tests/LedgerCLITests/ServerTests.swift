@@ -613,7 +613,26 @@ struct ServerTests {
             let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth"])
             #expect(try http("GET", port: server.port, path: "/v1/health").status == 200)
             #expect(try http("GET", port: server.port, path: "/v1/nothing").status == 404)
-            #expect(try http("DELETE", port: server.port, path: "/v1/events").status == 405)
+            let delete = try http("DELETE", port: server.port, path: "/v1/events")
+            #expect(delete.status == 405 && delete.headers["allow"] == "GET, POST", "\(delete.headers)")
+            #expect(try http("PUT", port: server.port, path: "/v1/health").headers["allow"] == "GET")
+            // --no-auth serves this machine's programs, not web pages: a foreign Origin (a
+            // cross-site form) or Host (DNS rebinding) is a 403, and nothing is appended.
+            func post(host: String, origin: String?) throws -> HTTPResponse {
+                let body = step(minute: 1)
+                let request = "POST /v1/events HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n"
+                    + (origin.map { "Origin: \($0)\r\n" } ?? "") + "Content-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body
+                return try http(raw: Array(request.utf8), port: server.port)
+            }
+            let port = server.port
+            let crossSite = try post(host: "127.0.0.1:\(port)", origin: "http://evil.example")
+            #expect(crossSite.status == 403 && crossSite.body.contains("refuses requests from web pages of another origin"), "\(crossSite.body)")
+            #expect(try post(host: "evil.example:\(port)", origin: nil).status == 403)
+            #expect(try post(host: "127.0.0.1:\(port)", origin: "null").status == 403)
+            #expect(try http("GET", port: port, path: "/v1/health").body.contains("\"head\":0"))
+            #expect(try post(host: "localhost:\(port)", origin: "http://localhost:\(port)").status == 200)
+            #expect(try post(host: "[::1]:\(port)", origin: nil).status == 200)
+            #expect(try post(host: "127.0.0.1", origin: "http://127.0.0.1:3000").status == 200)
             #expect(server.stop(signal: SIGINT) == 130)
         }
     }
