@@ -59,14 +59,24 @@ public enum JSONValue: Sendable, Equatable {
             // name the byte instead.
             if let nul = bytes.firstIndex(of: 0), nul <= Int(error.position) {
                 let lineStart = bytes[..<nul].lastIndex(of: 0x0A).map { $0 + 1 } ?? 0
-                throw SyntaxError(message: "a raw NUL byte (inside a string, write \\u0000)",
+                throw SyntaxError(message: "a raw NUL byte (NUL is not allowed in an event, escaped or not)",
                                   line: bytes[..<nul].count(where: { $0 == 0x0A }) + 1, column: nul - lineStart + 1)
             }
             let text = withUnsafeBytes(of: &error.text) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            let premature = ledger_json_error_code(&error) == Int32(json_error_premature_end_of_input.rawValue)
-            throw SyntaxError(message: visibleCharacters(text), line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
+            let code = ledger_json_error_code(&error)
+            let premature = code == Int32(json_error_premature_end_of_input.rawValue)
+            // Jansson's own words name its flags and types: say what is wrong with the input.
+            let message = switch code {
+            case Int32(json_error_null_character.rawValue), Int32(json_error_null_byte_in_key.rawValue):
+                "a \\u0000 escape (NUL is not allowed in an event, escaped or not)"
+            case Int32(json_error_numeric_overflow.rawValue):
+                "a number too large to read (\(visibleCharacters(text)): whole numbers up to 2^63, others up to about 1.8e308)"
+            default:
+                visibleCharacters(text)
+            }
+            throw SyntaxError(message: message, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
         return root
     }
