@@ -51,15 +51,15 @@ struct Access: Sendable {
     }
 
     /// Nil when allowed, else why not.
-    func mayAppend(_ events: [(InputLocation, PreparedEvent)], client: APIClient?) -> String? {
+    func mayAppend(_ events: [(InputLocation, PreparedEvent)], client: APIClient?) -> (location: InputLocation, message: String)? {
         guard let client, !client.admin else { return nil }
         for (location, event) in events {
             guard case .sample(let sample) = event.payload else {
-                return "\(location): client '\(client.name)' may append only samples; \(event.payload.kind.rawValue) events need an admin client"
+                return (location, "\(location): client '\(client.name)' may append only samples; \(event.payload.kind.rawValue) events need an admin client")
             }
             let share = (try? log.grant(user: sample.user, client: client.name).share) ?? []
             guard share.contains(sample.type) else {
-                return "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)"
+                return (location, "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)")
             }
         }
         return nil

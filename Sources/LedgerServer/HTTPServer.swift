@@ -432,7 +432,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         if let denied = access.mayAppend(batch, client: client) {
             metrics.values.withLock { $0.rejects += 1 }
-            return .error(403, denied)
+            return .error(403, denied.message, extra: location(denied.location, in: request.body))
         }
         let metrics = self.metrics
         let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in

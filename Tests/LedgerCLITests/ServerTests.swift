@@ -490,7 +490,9 @@ struct ServerTests {
             let coachAuth = ["Authorization": "Bearer \(coach)"]
             #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: coachAuth).status == 403)
             #expect(try http("GET", port: f.port, path: "/v1/projections/daily", headers: coachAuth).status == 403)
-            #expect(try f.post(step(minute: 0), token: coach).status == 403)
+            let forbidden = try f.post(step(minute: 0) + "\n" + step(minute: 1), token: coach)
+            // The 403 names the first line refused, as a 400 does (SPEC §9's `line`).
+            #expect(forbidden.status == 403 && forbidden.body.contains("\"line\":1"), "\(forbidden.body)")
             #expect(try http("GET", port: f.port, path: "/v1/events", headers: coachAuth).status == 403)
             #expect(try http("GET", port: f.port, path: "/metrics", headers: coachAuth).status == 403)
             // ann grants read and share on steps.
