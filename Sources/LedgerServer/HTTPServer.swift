@@ -29,13 +29,26 @@ public final class HTTPServer: @unchecked Sendable {
     private var committer: GroupCommitter!
     private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
     private let running = Mutex(true)
-    /// Requests being answered on threads of their own (`offload`), and whether more may start.
-    private let workers = Mutex<(open: Bool, count: Int)>((true, 0))
+    /// Work answered off libmicrohttpd's thread (`offload`): whether more is taken, the
+    /// threads running it, and what waits for one (its connection suspended meanwhile).
+    private let workers = Mutex<(open: Bool, count: Int, waiting: [OffloadedWork])>((true, 0, []))
+
+    /// A request's work and how to answer it when the server stops before it has run.
+    private struct OffloadedWork: @unchecked Sendable {
+        // @unchecked: `request` is touched by one thread at a time (see `Request`).
+        let request: Request
+        let suspended: SuspendedConnection
+        let run: @Sendable () -> Void
+    }
     /// Requests whose answer waits on another thread (an offloaded read, a queued POST) and
     /// that libmicrohttpd has not yet reported complete: `stop` lets them be sent first.
     private let unsent = Atomic<Int>(0)
-    /// At most this many requests are answered on threads of their own at once; more get a 503.
-    static let maxOffloaded = 64
+    /// At most this many threads answer offloaded requests; more wait, suspended, in order.
+    /// Few: the machine has few cores, and a replay of a large ledger holds hundreds of MB.
+    static let maxOffloaded = 4
+    /// How long `stop` waits for offloaded reads still running (a replay of a large ledger)
+    /// before it lets the process end without them.
+    static let stopGrace: Duration = .seconds(10)
     /// POST bodies larger than this are parsed on a thread of their own: parsing 60 MiB takes
     /// seconds, which on libmicrohttpd's thread held up every other client.
     static let inlineBodyLimit = 64 << 10
@@ -135,9 +148,18 @@ public final class HTTPServer: @unchecked Sendable {
         running.withLock { $0 = false }
         let all = streams.withLock { Array($0.values) }
         all.forEach { $0.wake(closing: true) }
-        // Offloaded work finishes first: a POST parsed there is then queued, or refused.
-        workers.withLock { $0.open = false }
-        while workers.withLock({ $0.count }) > 0 { Thread.sleep(forTimeInterval: 0.005) }
+        // Offloaded work that has not started is answered 503 now; what runs may finish (a
+        // large POST parsed there is then queued, or refused) for `stopGrace`.
+        let waiting = workers.withLock { state -> [OffloadedWork] in
+            state.open = false
+            defer { state.waiting.removeAll() }
+            return state.waiting
+        }
+        for work in waiting {
+            deliver(.error(503, "the server is shutting down; nothing was written"), to: work.request, work.suspended)
+        }
+        let graceEnds = ContinuousClock.now + HTTPServer.stopGrace
+        while workers.withLock({ $0.count }) > 0, ContinuousClock.now < graceEnds { Thread.sleep(forTimeInterval: 0.005) }
         committer?.stop()
         // Every queued POST is now committed and its connection resumed with the answer, but
         // the answer is sent by libmicrohttpd's thread: stopping the daemon at once closed
@@ -148,7 +170,10 @@ public final class HTTPServer: @unchecked Sendable {
             Thread.sleep(forTimeInterval: 0.005)
         }
         bus.stop()
-        if let daemon { mhd.stopDaemon(daemon) }
+        // libmicrohttpd aborts when stopped with a connection suspended: with a read still
+        // running past the grace (its client is left to see the connection close as the
+        // process ends), the daemon is left to the process's end.
+        if workers.withLock({ $0.count }) == 0, let daemon { mhd.stopDaemon(daemon) }
         daemon = nil
     }
 
@@ -179,8 +204,9 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// Per-request state, kept in libmicrohttpd's `con_cls` from the first call to completion.
     final class Request: @unchecked Sendable {
-        // @unchecked: touched on MHD's thread, and by the writer thread only to set `response`
-        // under `lock` before resuming the connection.
+        // @unchecked: touched by one thread at a time: libmicrohttpd's, or while the
+        // connection is suspended an offload worker (which reads `body`) and the writer
+        // thread, which only set the response under `lock` before resuming it.
         var body: [UInt8] = []
         var bodyTooLarge = false
         var submitted = false
@@ -297,37 +323,63 @@ public final class HTTPServer: @unchecked Sendable {
         state.pointee = nil
     }
 
-    /// Answers `request` on a thread of its own, the connection suspended meanwhile, so that a
-    /// slow read or a large body never holds up libmicrohttpd's one thread (which serves every
-    /// other request, stream and small POST). `work` calls its argument once, from any thread
-    /// and at any time (a POST's, once the writer has committed it), with the answer.
+    /// Answers `request` off libmicrohttpd's thread, the connection suspended meanwhile, so
+    /// that a slow read or a large body never holds up that thread (which serves every other
+    /// request, stream and small POST). Up to `maxOffloaded` threads run such work; more waits
+    /// its turn, suspended. `work` calls its argument once, from any thread and at any time
+    /// (a POST's, once the writer has committed it), with the answer.
     private func offload(_ request: Request, connection: OpaquePointer,
                          _ work: @escaping @Sendable (_ answer: @escaping @Sendable (Response) -> Void) -> Void) -> MHD_Result {
-        let admitted = workers.withLock { state -> Bool? in
-            guard state.open else { return nil }
-            guard state.count < HTTPServer.maxOffloaded else { return false }
-            state.count += 1
+        let suspended = SuspendedConnection(pointer: connection)
+        let job = OffloadedWork(request: request, suspended: suspended) { [self] in
+            work { response in self.deliver(response, to: request, suspended) }
+        }
+        enum Admission { case refused, run, wait }
+        let admission = workers.withLock { state -> Admission in
+            guard state.open else { return .refused }
+            // Suspended under the lock, before any worker can take the job and answer it.
+            request.submitted = true
+            unsent.add(1, ordering: .relaxed)
+            mhd.suspendConnection(connection)
+            if state.count < HTTPServer.maxOffloaded {
+                state.count += 1
+                return .run
+            }
+            state.waiting.append(job)
+            return .wait
+        }
+        if admission == .refused {
+            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
+        }
+        if admission == .run {
+            let thread = Thread { [self] in
+                var next: OffloadedWork? = job
+                while let current = next {
+                    current.run()
+                    next = workers.withLock { state -> OffloadedWork? in
+                        guard !state.waiting.isEmpty else {
+                            state.count -= 1
+                            return nil
+                        }
+                        return state.waiting.removeFirst()
+                    }
+                }
+            }
+            thread.name = "ledger-request"
+            thread.start()
+        }
+        return .YES
+    }
+
+    /// Stores the answer of a suspended request and resumes its connection, whose next
+    /// handler call queues it; an answer after the first is dropped.
+    private func deliver(_ response: Response, to request: Request, _ suspended: SuspendedConnection) {
+        let first = request.lock.withLock { stored -> Bool in
+            guard stored == nil else { return false }
+            stored = response
             return true
         }
-        guard admitted == true else {
-            return queue(admitted == nil ? .error(503, "the server is shutting down; nothing was written")
-                         : .error(503, "the server is answering \(HTTPServer.maxOffloaded) long requests; retry shortly"),
-                         on: connection)
-        }
-        request.submitted = true
-        unsent.add(1, ordering: .relaxed)
-        mhd.suspendConnection(connection)
-        let suspended = SuspendedConnection(pointer: connection)
-        let thread = Thread { [self] in
-            work { response in
-                request.lock.withLock { $0 = response }
-                self.mhd.resumeConnection(suspended.pointer)
-            }
-            workers.withLock { $0.count -= 1 }
-        }
-        thread.name = "ledger-request"
-        thread.start()
-        return .YES
+        if first { mhd.resumeConnection(suspended.pointer) }
     }
 
     /// The request's query arguments, names in lower case (libmicrohttpd's lookups ignore
@@ -374,19 +426,36 @@ public final class HTTPServer: @unchecked Sendable {
 
     struct ResponseFailure: Error { var response: Response }
 
-    /// Whether `authority` (`host`, `host:port`, `[v6]:port`) names this machine: `localhost`,
-    /// 127.0.0.0/8 or ::1.
+    /// Whether `authority` (`host`, `host:port`, `[v6]:port`) names this machine: `localhost`
+    /// and names under it (RFC 6761), Debian's `ip6-localhost`, 127.0.0.0/8, ::1 and
+    /// ::ffff:127.0.0.0/104, with one trailing dot allowed. Anything after the host but a port
+    /// refuses it.
     static func isLoopback(authority: String) -> Bool {
-        var host = Substring(authority.trimmingCharacters(in: .whitespaces))
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return false }
-            host = host[host.index(after: host.startIndex)..<close]
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
+        let text = Substring(authority.trimmingCharacters(in: .whitespaces))
+        var host: Substring
+        var rest: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return false }
+            host = text[text.index(after: text.startIndex)..<close]
+            rest = text[text.index(after: close)...]
+        } else if let colon = text.firstIndex(of: ":") {
+            (host, rest) = (text[..<colon], text[colon...])
+        } else {
+            (host, rest) = (text, "")
         }
-        if host.lowercased() == "localhost" || host == "::1" { return true }
+        guard rest.isEmpty || (rest.first == ":" && rest.count <= 6 && rest.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber })) else { return false }
+        if text.hasPrefix("[") {
+            var address = in6_addr()
+            guard inet_pton(AF_INET6, String(host), &address) == 1 else { return false }
+            let bytes = withUnsafeBytes(of: address) { Array($0) }
+            if bytes == Array(repeating: 0, count: 15) + [1] { return true }
+            return bytes.prefix(12) == Array(repeating: 0, count: 10) + [0xFF, 0xFF] && bytes[12] == 127
+        }
+        if host.hasSuffix(".") { host = host.dropLast() }
+        let name = host.lowercased()
+        if name == "localhost" || name.hasSuffix(".localhost") || name == "ip6-localhost" { return true }
         var address = in_addr()
-        return inet_pton(AF_INET, String(host), &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
+        return inet_pton(AF_INET, name, &address) == 1 && UInt32(bigEndian: address.s_addr) >> 24 == 127
     }
 
     private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
@@ -404,15 +473,16 @@ public final class HTTPServer: @unchecked Sendable {
                 }
             }
         }
+        // Once a stop has begun, a new batch is refused (what is queued is still committed).
+        guard running.withLock({ $0 }) else {
+            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
+        }
         let suspended = SuspendedConnection(pointer: connection)
         let refusal = submit(request, client: client, expectHead: expectHead, suspend: {
             request.submitted = true
             self.unsent.add(1, ordering: .relaxed)
             self.mhd.suspendConnection(connection)
-        }, answer: { response in
-            request.lock.withLock { $0 = response }
-            self.mhd.resumeConnection(suspended.pointer)
-        })
+        }, answer: { response in self.deliver(response, to: request, suspended) })
         return refusal.map { queue($0, on: connection) } ?? .YES
     }
 
@@ -515,9 +585,15 @@ public final class HTTPServer: @unchecked Sendable {
                 if count >= limit { return false }
                 if kind != nil || user != nil {
                     let event = try record.typedEvent()
-                    let eventUser = try log.user(of: event, known: &known)
                     if let kind, event.payload.kind != kind { return true }
-                    if let user, !sameName(eventUser, user) { return true }
+                    if let user {
+                        // `known` keeps only the asked user's samples (at most a page): a
+                        // correction of anyone else's is looked up in the log instead.
+                        guard sameName(try log.user(of: event, known: &known), user) else {
+                            known[event.id] = nil
+                            return true
+                        }
+                    }
                 }
                 if let client, !client.admin {
                     guard case .sample(let sample) = try record.typedEvent().payload,

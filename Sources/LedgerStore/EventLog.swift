@@ -251,7 +251,6 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// The record of the event with `id`, or nil.
     /// Whose event this is: its `user`, or for a correction its target sample's (looked up
     /// in `known`, samples seen so far in a walk, else in the log). A walk over the log
     /// filtering by user (`log --user`, `GET /v1/events?user=`) passes the same `known` to
@@ -269,6 +268,7 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// The record of the event with `id`, or nil.
     public func record(id: UUID) throws -> EventRecord? {
         try environment.read { txn in
             guard let seqBytes = try txn.get(ids, id.bytes) else { return nil }

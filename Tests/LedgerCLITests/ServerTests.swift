@@ -339,6 +339,43 @@ struct ServerTests {
         }
     }
 
+    /// Reads beyond the worker threads wait their turn rather than being refused; a stop lets
+    /// a read in progress finish and refuses a POST that arrives meanwhile.
+    @Test("a burst of reads is answered in full; a stop finishes reads and refuses new POSTs")
+    func readBurstAndStop() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let appended = try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 30_000).utf8))
+            try #require(appended.status == 0, "\(appended.stderr)")
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth"])
+            let port = server.port
+            let statuses = Mutex<[Int]>([])
+            let readers = (0..<120).map { index in
+                Thread {
+                    let path = index % 4 == 0 ? "/v1/events?limit=2000" : "/v1/projections/per-source?user=default"
+                    let status = (try? http("GET", port: port, path: path).status) ?? -1
+                    statuses.withLock { $0.append(status) }
+                }
+            }
+            readers.forEach { $0.start() }
+            let deadline = Date().addingTimeInterval(60)
+            while statuses.withLock({ $0.count }) < 120, Date() < deadline { usleep(10_000) }
+            #expect(statuses.withLock { $0 } == Array(repeating: 200, count: 120), "\(statuses.withLock { $0 })")
+            // A replay of every user (about a second in a debug build), then SIGTERM.
+            let replay = Mutex<Int?>(nil)
+            Thread { replay.withLock { $0 = (try? http("GET", port: port, path: "/v1/replay/daily?to_seq=30000").status) ?? -1 } }.start()
+            usleep(200_000)
+            kill(server.process.processIdentifier, SIGTERM)
+            usleep(100_000)
+            let late = try? http("POST", port: port, path: "/v1/events", body: Array(step(minute: 7).utf8))
+            #expect(late == nil || late?.status == 503, "\(String(describing: late))")
+            server.process.waitUntilExit()
+            #expect(server.process.terminationStatus == 0)
+            #expect(replay.withLock { $0 } == 200)
+            #expect(try runProcess(binary, ["stats", "--db", db]).stdout.contains("\"head\":30000,"))
+        }
+    }
+
     /// libmicrohttpd aborts when stopped with a connection suspended, and a POST waiting for
     /// its group commit is one: SIGTERM under load ended the server with SIGABRT (exit 134).
     /// And a committed POST's answer is sent before the server exits: stopping the daemon
@@ -635,6 +672,14 @@ struct ServerTests {
             #expect(try post(host: "localhost:\(port)", origin: "http://localhost:\(port)").status == 200)
             #expect(try post(host: "[::1]:\(port)", origin: nil).status == 200)
             #expect(try post(host: "127.0.0.1", origin: "http://127.0.0.1:3000").status == 200)
+            // A host is all the authority may name, with a port at most; loopback names of
+            // every form are this machine.
+            for host in ["localhost:80@evil.example", "[::1]evil.example", "[::1]:80@evil", "127.0.0.1.evil.example", "localhost:x"] {
+                #expect(try post(host: host, origin: nil).status == 403, "\(host)")
+            }
+            for host in ["localhost.", "app.localhost:\(port)", "[::ffff:127.0.0.1]:\(port)", "[0:0:0:0:0:0:0:1]", "127.0.0.2", "ip6-localhost"] {
+                #expect(try post(host: host, origin: nil).status == 200, "\(host)")
+            }
             #expect(server.stop(signal: SIGINT) == 130)
         }
     }
