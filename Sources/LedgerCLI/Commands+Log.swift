@@ -32,7 +32,9 @@ extension Commands {
         }
         let path = try context.databasePath(arguments)
         let existed = FileManager.default.fileExists(atPath: (path as NSString).appendingPathComponent("data.mdb"))
-        let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize)
+        // A new ledger gets its zone in the transaction that creates it (a kill between two
+        // transactions left one in UTC that looked initialized); an existing one is set here.
+        let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize, zone: zone)
         try log.initialize(zone: zone)
         let head = try log.head()
         context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")

@@ -111,8 +111,8 @@ struct CommandContext {
         return "ledger.db"
     }
 
-    func openLog(_ arguments: ParsedArguments, create: Bool, mapSize: Int? = nil) throws -> EventLog {
-        try EventLog(path: try databasePath(arguments), create: create, mapSize: mapSize)
+    func openLog(_ arguments: ParsedArguments, create: Bool, mapSize: Int? = nil, zone: Zone? = nil) throws -> EventLog {
+        try EventLog(path: try databasePath(arguments), create: create, mapSize: mapSize, zone: zone)
     }
 
     /// Runs `body` with the ledger, created if missing. When `body` throws and this run created

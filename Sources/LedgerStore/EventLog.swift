@@ -63,9 +63,11 @@ public final class EventLog: Sendable {
         return makeDirectory(parent) ?? make()
     }
 
-    /// Opens the ledger at `path`. With `create`, a missing ledger is created (with the default
-    /// zone UTC unless `initialize` sets another); without it, a missing ledger is an error.
-    public init(path: String, create: Bool, mapSize: Int? = nil,
+    /// Opens the ledger at `path`. With `create`, a missing ledger is created, with `zone` as
+    /// its default zone (UTC when nil) written in the transaction that creates it: a process
+    /// killed after creating it cannot leave a ledger in another zone than the one asked for.
+    /// Without `create`, a missing ledger is an error.
+    public init(path: String, create: Bool, mapSize: Int? = nil, zone: Zone? = nil,
                 clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) throws {
         let manager = FileManager.default
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
@@ -106,7 +108,7 @@ public final class EventLog: Sendable {
         self.clientsDatabase = handles["clients"]!
         self.stateDatabases = StateTable.allCases.map { handles[stateDatabaseName($0)]! }
         self.clock = clock
-        try checkFormat()
+        try checkFormat(newZone: zone)
     }
 
     /// The layout of the databases besides `events` (docs/STORAGE.md). Layout 1 (the first
@@ -120,7 +122,9 @@ public final class EventLog: Sendable {
 
     static let formatKey = Array("format".utf8)
 
-    private func checkFormat() throws {
+    /// Checks (and for a new ledger writes) the layout; a new ledger's default zone is
+    /// `newZone`, else UTC.
+    private func checkFormat(newZone: Zone?) throws {
         let key = EventLog.formatKey
         let format = try environment.read { txn in try txn.get(meta, key) }
         switch format.map({ String(decoding: $0, as: UTF8.self) }) {
@@ -139,7 +143,7 @@ public final class EventLog: Sendable {
             try environment.write { txn in
                 if try txn.get(meta, key) == nil {
                     try txn.put(meta, key, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
-                    try txn.put(meta, Array("zone".utf8), Array("UTC".utf8))
+                    try txn.put(meta, Array("zone".utf8), Array((newZone?.name ?? "UTC").utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
                     try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
                 }

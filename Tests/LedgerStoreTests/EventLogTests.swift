@@ -796,4 +796,20 @@ struct EventLogTests {
             #expect(throws: LedgerError.self) { try log.initialize(zone: try #require(Zone("UTC"))) }
         }
     }
+
+    /// `init --timezone` wrote the zone in a second transaction: killed between the two, it
+    /// left a ledger in UTC that looked initialized, and an append then fixed UTC for good.
+    @Test("a ledger created with a zone has it from its first transaction; reopening keeps it")
+    func zoneAtCreation() throws {
+        try withTemporaryLedger { path in
+            let paris = try #require(Zone("Europe/Paris"))
+            let created = try EventLog(path: path, create: true, zone: paris)
+            #expect(try created.defaultZone().name == "Europe/Paris")
+            #expect(try created.head().seq == 0)
+            // The zone asked for when opening an existing ledger changes nothing: only
+            // `initialize` sets it, and only before events exist.
+            let reopened = try EventLog(path: path, create: true, zone: try #require(Zone("UTC")))
+            #expect(try reopened.defaultZone().name == "Europe/Paris")
+        }
+    }
 }
