@@ -518,6 +518,18 @@ public final class ActivityFold {
     }
 }
 
+extension ActivityFold {
+    /// The value and unit the sample at `seq` counts with now (after any amendment), as the
+    /// fold's state in `store` has it; nil when it does not count (retracted, superseded) or
+    /// the state holds no readable record of it. What the log checks a unit-only amendment
+    /// against: the log's own index keeps no value.
+    public static func currentAmount(ofSampleAt seq: UInt64, in store: any StateStore) -> (value: Double, unit: String)? {
+        guard let bytes = try? store.get(.samples, StateKey.position(seq)),
+              let record = try? SampleRecord(decoding: bytes) else { return nil }
+        return (record.value, record.unit)
+    }
+}
+
 /// The last name looked up and what it gave: consecutive events nearly always name the same
 /// user, zone and source, and the full lookup hashes the name or searches a list. Names
 /// compare by their bytes (`sameName`).

@@ -126,6 +126,14 @@ public struct Sample: Sendable, Equatable {
         return ("value", "'value' is too large: at most 1e15 \(type.canonicalUnit) once converted, got \(EventDecoder.describe(.double(value))) \(unit)")
     }
 
+    /// Why amending only the unit of a sample whose value is now `value` (in `from`) to `unit`
+    /// would put it over `maximumCanonicalValue`; nil when it would not.
+    public static func rescaleProblem(_ value: Double, from: String, to unit: String, type: QuantityType) -> String? {
+        guard let factor = type.factor(from: unit), !(value * factor <= maximumCanonicalValue) else { return nil }
+        let shown = EventDecoder.describe(.double(value))
+        return "after this amendment the target's value, \(shown) \(from), would be \(shown) \(unit): over 1e15 \(type.canonicalUnit) once converted"
+    }
+
     /// Whether a sample from `start` to `end` would last over `maximumDuration`.
     public static func lastsTooLong(start: Timestamp, end: Timestamp) -> Bool {
         // Subtracted with overflow reported: the times may come from a damaged state record.

@@ -48,9 +48,8 @@ struct SampleState: Equatable {
                 return (correction.end != nil ? "end" : "start", "after this amendment the target's 'end' would precede its 'start'")
             }
             // Only what the amendment changes is checked: a new value (in the possibly amended
-            // unit), and a new span. A unit alone changes the canonical value by at most the
-            // ratio of two units of one type (5,280 for miles to feet), which stays finite; the
-            // value is not kept here to check it against the limit itself.
+            // unit), and a new span. A unit alone is checked by the caller against the value
+            // the fold's state holds (this index keeps no value).
             if let value = correction.value, let problem = Sample.valueProblem(value, unit: state.unit, type: state.type) {
                 return problem
             }
@@ -295,6 +294,13 @@ extension EventLog {
         }
         if let error = SampleState.effect(of: correction, on: &state) {
             throw InputError(location: location, field: error.field, message: error.message)
+        }
+        // A unit alone rescales the value the sample has now, which the fold's state holds
+        // (folded up to the event before this one): over the limit is refused, as a value is.
+        if case .amend = correction.action, correction.value == nil, let unit = correction.unit,
+           let current = ActivityFold.currentAmount(ofSampleAt: UInt64(bigEndianBytes: position), in: stateStore(txn)),
+           let problem = Sample.rescaleProblem(current.value, from: current.unit, to: unit, type: state.type) {
+            throw InputError(location: location, field: "unit", message: problem)
         }
         try txn.put(samples, position, state.encoded)
         return UInt64(bigEndianBytes: position)
