@@ -275,8 +275,11 @@ extension EventLog {
     }
 
     /// Checks a correction against its target and records its effect on the target's state.
-    /// Returns the target's seq.
-    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction) throws -> UInt64 {
+    /// Returns the target's seq. `checkingRescale`: whether a unit-only amendment is checked
+    /// against the value the fold's state holds (true when appending, where that state stands
+    /// at the event before this one).
+    private func apply(_ correction: Correction, at location: InputLocation?, in txn: Transaction,
+                       checkingRescale: Bool = true) throws -> UInt64 {
         guard let position = try txn.get(ids, correction.target.bytes),
               var state = try txn.get(samples, position).flatMap(SampleState.init) else {
             throw InputError(location: location, field: "target",
@@ -297,7 +300,7 @@ extension EventLog {
         }
         // A unit alone rescales the value the sample has now, which the fold's state holds
         // (folded up to the event before this one): over the limit is refused, as a value is.
-        if case .amend = correction.action, correction.value == nil, let unit = correction.unit,
+        if checkingRescale, case .amend = correction.action, correction.value == nil, let unit = correction.unit,
            let current = ActivityFold.currentAmount(ofSampleAt: UInt64(bigEndianBytes: position), in: stateStore(txn)),
            let problem = Sample.rescaleProblem(current.value, from: current.unit, to: unit, type: state.type) {
             throw InputError(location: location, field: "unit", message: problem)
@@ -320,11 +323,13 @@ extension EventLog {
         try txn.clear(samples)
         try txn.clear(sync)
         // Every event was admitted by these same checks when it was appended, in this order, so
-        // replaying them cannot refuse one.
+        // replaying them cannot refuse one. (Not the unit-only rescale check: it reads the
+        // fold's state, which here stands at the head, not at the event; and a log an older
+        // build admitted must stay repairable.)
         try forEachLoggedEvent(in: txn) { event, _ in
             switch event.payload {
             case .sample(let sample): _ = try index(sample, at: event.seq.bigEndianBytes, in: txn)
-            case .correction(let correction): _ = try apply(correction, at: nil, in: txn)
+            case .correction(let correction): _ = try apply(correction, at: nil, in: txn, checkingRescale: false)
             case .grant, .revoke, .profile: break
             }
         }

@@ -119,6 +119,26 @@ struct ProjectCommandTests {
         }
     }
 
+    /// The unit-only rescale check reads the fold's state, which stands at the head when the
+    /// log's indexes are rebuilt: replaying the corrections there refused a valid history.
+    @Test("rebuild --indexes replays a unit amendment that a later one brought back in range")
+    func rebuildIndexesAfterUnitAmendments() throws {
+        try withTemporaryLedger { db in
+            let id = "0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2e"
+            let events = """
+            {"id":"\(id)","kind":"sample","type":"distance","value":1,"unit":"m","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}
+            {"kind":"correction","target":"\(id)","action":"amend","unit":"km","reason":"r"}
+            {"kind":"correction","target":"\(id)","action":"amend","value":5e14,"unit":"m","reason":"r"}
+
+            """
+            #expect(ledger(["append"], stdin: events, db: db).status == 0)
+            let rebuilt = ledger(["rebuild", "--indexes"], db: db)
+            #expect(rebuilt.status == 0, "\(rebuilt.stderr)")
+            #expect(ledger(["verify"], db: db).status == 0)
+            #expect(ledger(["project", "daily"], db: db).stdout.contains(#""value":500000000000000"#))
+        }
+    }
+
     @Test("replay --to-seq prints what project printed then, and the as-of line on stderr")
     func replay() throws {
         try withTemporaryLedger { db in
