@@ -31,7 +31,7 @@ public final class HTTPServer: @unchecked Sendable {
     private let running = Mutex(true)
     /// Work answered off libmicrohttpd's thread (`offload`): whether more is taken, the
     /// threads running it, and what waits for one (its connection suspended meanwhile).
-    private let workers = Mutex<(open: Bool, count: Int, waiting: [OffloadedWork])>((true, 0, []))
+    private let workers = Mutex<(open: Bool, count: Int, waiting: [OffloadedWork], running: [ObjectIdentifier: OffloadedWork])>((true, 0, [], [:]))
 
     /// A request's work and how to answer it when the server stops before it has run.
     private struct OffloadedWork: @unchecked Sendable {
@@ -145,22 +145,32 @@ public final class HTTPServer: @unchecked Sendable {
     /// opens from now on closes at once), and the writer commits and answers every queued POST
     /// before `stop` returns (a POST that arrives from now on gets a 503 without suspending).
     public func stop() {
-        running.withLock { $0 = false }
-        let all = streams.withLock { Array($0.values) }
-        all.forEach { $0.wake(closing: true) }
-        // Offloaded work that has not started is answered 503 now; what runs may finish (a
-        // large POST parsed there is then queued, or refused) for `stopGrace`.
+        // New work is refused from here on: a POST (inline or offloaded) and a read get a 503.
         let waiting = workers.withLock { state -> [OffloadedWork] in
+            running.withLock { $0 = false }
             state.open = false
             defer { state.waiting.removeAll() }
             return state.waiting
         }
+        let all = streams.withLock { Array($0.values) }
+        all.forEach { $0.wake(closing: true) }
+        // Offloaded work that has not started is answered 503 now; what runs may finish (a
+        // large POST parsed there is then queued, or refused) for `stopGrace`.
         for work in waiting {
             deliver(.error(503, "the server is shutting down; nothing was written"), to: work.request, work.suspended)
         }
         let graceEnds = ContinuousClock.now + HTTPServer.stopGrace
         while workers.withLock({ $0.count }) > 0, ContinuousClock.now < graceEnds { Thread.sleep(forTimeInterval: 0.005) }
         committer?.stop()
+        // What still runs past the grace (a long replay) is answered 503 now, after the writer
+        // stopped: a POST it was parsing can then no longer be committed. Its worker's own
+        // answer, later, is dropped (`deliver`), so nothing resumes a connection after the
+        // daemon stops; the worker keeps the server alive until it ends.
+        let overdue = workers.withLock { Array($0.running.values) }
+        for work in overdue {
+            deliver(.error(503, "the server stopped before this request was answered; nothing was written"),
+                    to: work.request, work.suspended)
+        }
         // Every queued POST is now committed and its connection resumed with the answer, but
         // the answer is sent by libmicrohttpd's thread: stopping the daemon at once closed
         // such connections with nothing sent, so a client could not tell a committed batch
@@ -170,10 +180,8 @@ public final class HTTPServer: @unchecked Sendable {
             Thread.sleep(forTimeInterval: 0.005)
         }
         bus.stop()
-        // libmicrohttpd aborts when stopped with a connection suspended: with a read still
-        // running past the grace (its client is left to see the connection close as the
-        // process ends), the daemon is left to the process's end.
-        if workers.withLock({ $0.count }) == 0, let daemon { mhd.stopDaemon(daemon) }
+        // Every suspended connection has been resumed: libmicrohttpd aborts if stopped with one.
+        if let daemon { mhd.stopDaemon(daemon) }
         daemon = nil
     }
 
@@ -355,8 +363,11 @@ public final class HTTPServer: @unchecked Sendable {
             let thread = Thread { [self] in
                 var next: OffloadedWork? = job
                 while let current = next {
+                    let key = ObjectIdentifier(current.request)
+                    workers.withLock { $0.running[key] = current }
                     current.run()
                     next = workers.withLock { state -> OffloadedWork? in
+                        state.running[key] = nil
                         guard !state.waiting.isEmpty else {
                             state.count -= 1
                             return nil
@@ -466,16 +477,16 @@ public final class HTTPServer: @unchecked Sendable {
             }
             expectHead = seq
         }
+        // Once a stop has begun, a new batch is refused (what is queued is still committed).
+        guard running.withLock({ $0 }) else {
+            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
+        }
         if request.body.count > HTTPServer.inlineBodyLimit {
             return offload(request, connection: connection) { [expectHead] answer in
                 if let refusal = self.submit(request, client: client, expectHead: expectHead, suspend: {}, answer: answer) {
                     answer(refusal)
                 }
             }
-        }
-        // Once a stop has begun, a new batch is refused (what is queued is still committed).
-        guard running.withLock({ $0 }) else {
-            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
         }
         let suspended = SuspendedConnection(pointer: connection)
         let refusal = submit(request, client: client, expectHead: expectHead, suspend: {
