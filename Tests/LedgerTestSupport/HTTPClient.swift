@@ -29,7 +29,10 @@ final class Connection {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
         guard result == 0 else {
-            close(fd)
+            // Not closed here: a class whose initializer throws once every property is set is
+            // deinitialised, and `deinit` closes it. Closing it here too closed the number a
+            // second time, by then often another test's new pipe: a child spawned meanwhile got
+            // one pipe as both stdin and stdout, and waited for input forever.
             throw HTTPClientError(description: "connect to port \(port): \(String(cString: strerror(errno)))")
         }
     }
