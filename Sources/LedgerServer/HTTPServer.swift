@@ -287,6 +287,9 @@ public final class HTTPServer: @unchecked Sendable {
            let problem = queryArgumentProblem(connection, accepted: accepted, path: "/" + route.replacingOccurrences(of: "*", with: name)) {
             return queue(.error(400, problem), on: connection)
         }
+        // HEAD is GET without the body (RFC 9110 §9.3.2), which libmicrohttpd leaves out; not
+        // for a stream, which has no end to measure.
+        let method = method == "HEAD" && route != "v1/subscribe/*" ? "GET" : method
         switch (method, route) {
         case ("POST", "v1/events"):
             if request.bodyTooLarge { return queue(.error(413, "the body is larger than 64 MiB"), on: connection) }
@@ -317,7 +320,7 @@ public final class HTTPServer: @unchecked Sendable {
         case (_, "v1/events"), (_, "v1/projections/*"), (_, "v1/replay/*"), (_, "v1/subscribe/*"), (_, "v1/health"), (_, "metrics"):
             // RFC 9110 §15.5.6: a 405 says which methods the resource takes.
             var refusal = Response.error(405, "\(method) is not allowed on \(path)")
-            refusal.headers = [("Allow", route == "v1/events" ? "GET, POST" : "GET")]
+            refusal.headers = [("Allow", route == "v1/events" ? "GET, HEAD, POST" : route == "v1/subscribe/*" ? "GET" : "GET, HEAD")]
             return queue(refusal, on: connection)
         default:
             return queue(.error(404, "no such endpoint: \(path)"), on: connection)

@@ -653,8 +653,12 @@ struct ServerTests {
             #expect(try http("GET", port: server.port, path: "/v1/health").status == 200)
             #expect(try http("GET", port: server.port, path: "/v1/nothing").status == 404)
             let delete = try http("DELETE", port: server.port, path: "/v1/events")
-            #expect(delete.status == 405 && delete.headers["allow"] == "GET, POST", "\(delete.headers)")
-            #expect(try http("PUT", port: server.port, path: "/v1/health").headers["allow"] == "GET")
+            #expect(delete.status == 405 && delete.headers["allow"] == "GET, HEAD, POST", "\(delete.headers)")
+            #expect(try http("PUT", port: server.port, path: "/v1/health").headers["allow"] == "GET, HEAD")
+            // HEAD is GET without the body (RFC 9110 §9.3.2).
+            let head = try http(raw: Array("HEAD /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8), port: server.port)
+            let get = try http("GET", port: server.port, path: "/v1/health")
+            #expect(head.status == 200 && head.body.isEmpty && head.headers["content-length"] == "\(get.body.utf8.count)", "\(head)")
             // --no-auth serves this machine's programs, not web pages: a foreign Origin (a
             // cross-site form) or Host (DNS rebinding) is a 403, and nothing is appended.
             func post(host: String, origin: String?) throws -> HTTPResponse {

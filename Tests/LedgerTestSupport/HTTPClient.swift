@@ -122,7 +122,9 @@ public func http(raw: [UInt8], port: UInt16, timeout: Double = 30) throws -> HTT
     try connection.send(raw)
     let (status, responseHeaders) = try connection.head(timeout: timeout)
     var body: [UInt8] = []
-    if responseHeaders["transfer-encoding"]?.lowercased() == "chunked" {
+    if raw.starts(with: Array("HEAD ".utf8)) {
+        // A response to HEAD has no body, whatever its Content-Length says.
+    } else if responseHeaders["transfer-encoding"]?.lowercased() == "chunked" {
         while let sizeLine = try connection.line(timeout: timeout), let size = Int(sizeLine.split(separator: ";")[0], radix: 16), size > 0 {
             body += try connection.bytes(size, timeout: timeout)
             _ = try connection.line(timeout: timeout)
