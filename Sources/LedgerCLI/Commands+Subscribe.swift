@@ -115,6 +115,10 @@ extension Commands {
             (cursor, skipOfNext) = (position.after, position.sentOfNext)
         case let text: cursor = try parseCount(text, option: "from", usage: usage)
         }
+        if let given = arguments.value("from"), given != "now",
+           let refusal = ChangePosition(after: cursor, sentOfNext: skipOfNext).pastHead(try log.head().seq, given: given) {
+            throw CLIError.runtime(refusal)
+        }
         catchInterrupts(interruptingWrites: true)
         while !interrupted.load(ordering: .relaxed) {
             let transaction = log.lastTransactionID

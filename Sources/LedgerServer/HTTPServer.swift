@@ -758,6 +758,9 @@ public final class HTTPServer: @unchecked Sendable {
                 return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"), on: connection)
             }
             (cursor, sentOfNext) = (position.after, position.sentOfNext)
+            if let refusal = position.pastHead((try? log.head().seq) ?? 0, given: resume) {
+                return queue(.error(409, refusal), on: connection)
+            }
         } else {
             cursor = (try? log.head().seq) ?? 0
         }

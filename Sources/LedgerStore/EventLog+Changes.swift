@@ -135,6 +135,21 @@ public struct ChangePosition: Equatable, Sendable {
     public var after: UInt64
     public var sentOfNext = 0
 
+    /// Why resuming from this position (as `given`) cannot be honoured by a log whose head is
+    /// `head`, or nil. A position past the head was never sent by this ledger: it was restored
+    /// from an older copy, or is another ledger, and the changes its next seqs bring would be
+    /// taken for ones the reader already had, and silently skipped.
+    public func pastHead(_ head: UInt64, given: String) -> String? {
+        let last = sentOfNext > 0 ? after + 1 : after
+        guard last > head else { return nil }
+        return "resume position \(given) is past this ledger's head (seq \(head)): it was not sent by this ledger as it stands (restored from an older copy, or another ledger), and its next changes would be skipped; resume from the head, or from 0 to read every change again"
+    }
+
+    public init(after: UInt64, sentOfNext: Int = 0) {
+        self.after = after
+        self.sentOfNext = sentOfNext
+    }
+
     public init?(_ text: String) {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         guard let seq = parts.first.flatMap({ UInt64($0) }) else { return nil }

@@ -463,16 +463,24 @@ struct ServerTests {
         }
     }
 
-    @Test("a stream from the largest seq waits, and the server stays up")
-    func streamFromLargestSeq() throws {
+    /// A position past the head was never sent by this ledger (it was restored from an older
+    /// copy, or is another one): the changes its next seqs bring would be skipped as already
+    /// had, so it is refused rather than waited on. The largest seq once overflowed.
+    @Test("a stream from past the head (up to the largest seq) is a 409, and the server stays up")
+    func streamFromPastTheHead() throws {
         try withServer { f in
             let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?from=18446744073709551615", headers: f.auth)
-            #expect(stream.status == 200)
+            #expect(stream.status == 409)
             let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/per-source",
                                         headers: f.auth.merging(["Last-Event-ID": "18446744073709551615"]) { $1 })
-            #expect(resumed.status == 200)
-            Thread.sleep(forTimeInterval: 0.2)
+            #expect(resumed.status == 409)
+            #expect(try f.post(step(minute: 1)).status == 200)  // head 1
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/daily", headers: f.auth.merging(["Last-Event-ID": "1"]) { $1 }).status == 200)
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/daily", headers: f.auth.merging(["Last-Event-ID": "2.0"]) { $1 }).status == 409)
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/daily?from=2", headers: f.auth).status == 409)
             #expect(try http("GET", port: f.port, path: "/v1/health", headers: f.auth).status == 200)
+            let cli = try runProcess(f.binary, ["subscribe", "daily", "--from", "5", "--db", f.db])
+            #expect(cli.status == 1 && cli.stderr.hasPrefix("Error: resume position 5 is past this ledger's head (seq 1)"), "\(cli.stderr)")
         }
     }
 
