@@ -243,13 +243,16 @@ public final class HTTPServer: @unchecked Sendable {
     /// The most events one `GET /v1/events` returns.
     static let eventsPage = 10_000
 
-    func handle(connection: OpaquePointer, url: String, method: String,
+    func handle(connection: OpaquePointer, url: String, method: String, version: String,
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         if state.pointee == nil {
             // Refused before any body is read, and before authentication: what libmicrohttpd
-            // accepts but would leave the handlers guessing (`requestProblem`).
-            if let refusal = requestProblem(connection) {
+            // accepts but would leave the handlers guessing (`requestProblem`), and an
+            // HTTP/1.1 request without `Host`, which RFC 9112 §3.2 has a server refuse.
+            if let refusal = requestProblem(connection)
+                ?? (version == "HTTP/1.1" && value(connection, kind: .HEADER_KIND, "Host") == nil
+                    ? .error(400, "an HTTP/1.1 request needs a 'Host' header") : nil) {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)
             }
@@ -984,10 +987,11 @@ private func asciiLowercased(_ bytes: [UInt8]) -> [UInt8] {
     bytes.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
 }
 
-private let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, _, upload, uploadSize, state in
+private let accessHandler: MHD_AccessHandlerCallback = { context, connection, url, method, version, upload, uploadSize, state in
     guard let context, let connection, let url, let method, let uploadSize, let state else { return .NO }
     let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
     return server.handle(connection: connection, url: String(cString: url), method: String(cString: method),
+                         version: version.map { String(cString: $0) } ?? "",
                          upload: upload, uploadSize: uploadSize, state: state)
 }
 

@@ -663,6 +663,10 @@ struct ServerTests {
             let delete = try http("DELETE", port: server.port, path: "/v1/events")
             #expect(delete.status == 405 && delete.headers["allow"] == "GET, HEAD, POST", "\(delete.headers)")
             #expect(try http("PUT", port: server.port, path: "/v1/health").headers["allow"] == "GET, HEAD")
+            // HTTP/1.1 needs a Host (RFC 9112 §3.2); HTTP/1.0 clients send none.
+            let hostless = try http(raw: Array("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n".utf8), port: server.port)
+            #expect(hostless.status == 400 && hostless.body.contains("needs a 'Host' header"), "\(hostless)")
+            #expect(try http(raw: Array("GET /v1/health HTTP/1.0\r\n\r\n".utf8), port: server.port).status == 200)
             // HEAD is GET without the body (RFC 9110 §9.3.2).
             let head = try http(raw: Array("HEAD /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8), port: server.port)
             let get = try http("GET", port: server.port, path: "/v1/health")
