@@ -139,11 +139,14 @@ extension Commands {
         var printed = 0
         var pending: [UInt8] = []
         var userOfSample: [UUID: String] = [:]
+        // Whose event each is matters to `--user` and to the columns of table and csv only:
+        // ndjson and json of a whole log build no map of its samples.
+        let needsUser = user != nil || format == .table || format == .csv
         try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
             if let limit, printed >= limit { return false }
             let event = try record.typedEvent()
-            let eventUser = try log.user(of: event, known: &userOfSample)
             if let kind, event.payload.kind != kind { return true }
+            let eventUser = needsUser ? try log.user(of: event, known: &userOfSample) : ""
             if let user, !sameName(eventUser, user) { return true }
             printed += 1
             switch format {

@@ -129,7 +129,7 @@ public struct Sample: Sendable, Equatable {
     /// Why amending only the unit of a sample whose value is now `value` (in `from`) to `unit`
     /// would put it over `maximumCanonicalValue`; nil when it would not.
     public static func rescaleProblem(_ value: Double, from: String, to unit: String, type: QuantityType) -> String? {
-        guard let factor = type.factor(from: unit), !(value * factor <= maximumCanonicalValue) else { return nil }
+        guard valueProblem(value, unit: unit, type: type) != nil else { return nil }
         let shown = EventDecoder.describe(.double(value))
         return "after this amendment the target's value, \(shown) \(from), would be \(shown) \(unit): over 1e15 \(type.canonicalUnit) once converted"
     }

@@ -10,8 +10,8 @@ import Synchronization
 /// suspend/resume for streams and queued writes).
 ///
 /// Threads: libmicrohttpd's thread runs the request handlers and SSE body callbacks; reads of
-/// rows and of the log, and the parse of large bodies, run on a thread per request
-/// (`offload`) with the connection suspended; the writer thread (`GroupCommitter`) commits
+/// rows and of the log, and the parse of large bodies, run on up to `maxOffloaded` worker
+/// threads (`offload`) with the connection suspended; the writer thread (`GroupCommitter`) commits
 /// POSTed batches;
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
 /// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped.
@@ -47,7 +47,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// Few: the machine has few cores, and a replay of a large ledger holds hundreds of MB.
     static let maxOffloaded = 4
     /// How long `stop` waits for offloaded reads still running (a replay of a large ledger)
-    /// before it lets the process end without them.
+    /// before it answers them 503.
     static let stopGrace: Duration = .seconds(10)
     /// POST bodies larger than this are parsed on a thread of their own: parsing 60 MiB takes
     /// seconds, which on libmicrohttpd's thread held up every other client.
@@ -157,7 +157,7 @@ public final class HTTPServer: @unchecked Sendable {
         // Offloaded work that has not started is answered 503 now; what runs may finish (a
         // large POST parsed there is then queued, or refused) for `stopGrace`.
         for work in waiting {
-            deliver(.error(503, "the server is shutting down; nothing was written"), to: work.request, work.suspended)
+            deliver(.shuttingDown, to: work.request, work.suspended)
         }
         let graceEnds = ContinuousClock.now + HTTPServer.stopGrace
         while workers.withLock({ $0.count }) > 0, ContinuousClock.now < graceEnds { Thread.sleep(forTimeInterval: 0.005) }
@@ -232,6 +232,9 @@ public final class HTTPServer: @unchecked Sendable {
             Response(status: status, body: value.canonicalBytes + [0x0A])
         }
 
+        /// What a request gets once a stop has begun: nothing of it was written.
+        static var shuttingDown: Response { .error(503, "the server is shutting down; nothing was written") }
+
         static func error(_ status: Int, _ message: String, extra: [String: JSONValue] = [:]) -> Response {
             var object = extra
             object["error"] = .string(message)
@@ -248,11 +251,8 @@ public final class HTTPServer: @unchecked Sendable {
                 state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         if state.pointee == nil {
             // Refused before any body is read, and before authentication: what libmicrohttpd
-            // accepts but would leave the handlers guessing (`requestProblem`), and an
-            // HTTP/1.1 request without `Host`, which RFC 9112 §3.2 has a server refuse.
-            if let refusal = requestProblem(connection)
-                ?? (version == "HTTP/1.1" && value(connection, kind: .HEADER_KIND, "Host") == nil
-                    ? .error(400, "an HTTP/1.1 request needs a 'Host' header") : nil) {
+            // accepts but would leave the handlers guessing (`requestProblem`).
+            if let refusal = requestProblem(connection, version: version) {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)
             }
@@ -352,9 +352,7 @@ public final class HTTPServer: @unchecked Sendable {
         let admission = workers.withLock { state -> Admission in
             guard state.open else { return .refused }
             // Suspended under the lock, before any worker can take the job and answer it.
-            request.submitted = true
-            unsent.add(1, ordering: .relaxed)
-            mhd.suspendConnection(connection)
+            suspend(request, connection)
             if state.count < HTTPServer.maxOffloaded {
                 state.count += 1
                 return .run
@@ -363,7 +361,7 @@ public final class HTTPServer: @unchecked Sendable {
             return .wait
         }
         if admission == .refused {
-            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
+            return queue(.shuttingDown, on: connection)
         }
         if admission == .run {
             let thread = Thread { [self] in
@@ -386,6 +384,14 @@ public final class HTTPServer: @unchecked Sendable {
             thread.start()
         }
         return .YES
+    }
+
+    /// Suspends a request whose answer will come from another thread (`deliver`), counted in
+    /// `unsent` until libmicrohttpd reports it complete. Called on libmicrohttpd's thread.
+    private func suspend(_ request: Request, _ connection: OpaquePointer) {
+        request.submitted = true
+        unsent.add(1, ordering: .relaxed)
+        mhd.suspendConnection(connection)
     }
 
     /// Stores the answer of a suspended request and resumes its connection, whose next
@@ -485,7 +491,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         // Once a stop has begun, a new batch is refused (what is queued is still committed).
         guard running.withLock({ $0 }) else {
-            return queue(.error(503, "the server is shutting down; nothing was written"), on: connection)
+            return queue(.shuttingDown, on: connection)
         }
         if request.body.count > HTTPServer.inlineBodyLimit {
             return offload(request, connection: connection) { [expectHead] answer in
@@ -495,11 +501,8 @@ public final class HTTPServer: @unchecked Sendable {
             }
         }
         let suspended = SuspendedConnection(pointer: connection)
-        let refusal = submit(request, client: client, expectHead: expectHead, suspend: {
-            request.submitted = true
-            self.unsent.add(1, ordering: .relaxed)
-            self.mhd.suspendConnection(connection)
-        }, answer: { response in self.deliver(response, to: request, suspended) })
+        let refusal = submit(request, client: client, expectHead: expectHead, suspend: { self.suspend(request, connection) },
+                             answer: { response in self.deliver(response, to: request, suspended) })
         return refusal.map { queue($0, on: connection) } ?? .YES
     }
 
@@ -553,7 +556,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             answer(response)
         })
-        return accepted ? nil : .error(503, "the server is shutting down; nothing was written")
+        return accepted ? nil : .shuttingDown
     }
 
     /// A suspended connection handed to the writer thread, which only resumes it.
@@ -831,11 +834,12 @@ public final class HTTPServer: @unchecked Sendable {
     ///   the framing is ambiguous), a transfer coding other than `chunked` (501), or a declared
     ///   body over the limit (413, before it is read);
     /// - `Authorization`, `If-Match` or `Last-Event-ID` given twice (the first would win);
+    /// - an HTTP/1.1 request (`version`) without `Host`;
     /// - a query argument given twice (names compare ignoring ASCII case, as libmicrohttpd's
     ///   lookups do, so `user=a&User=b` is a repeat), or a key or value holding a NUL byte
     ///   (`%00`), which every C-string lookup would cut short. Empty segments (`?a=1&&b=2`,
     ///   `&=`) name nothing and are ignored, as the lookups do.
-    func requestProblem(_ connection: OpaquePointer) -> Response? {
+    func requestProblem(_ connection: OpaquePointer, version: String) -> Response? {
         final class Found {
             var headers: [[UInt8]: [[UInt8]]] = [:]
             var arguments: Set<[UInt8]> = []
@@ -870,6 +874,10 @@ public final class HTTPServer: @unchecked Sendable {
             (found.headers[Array(name.utf8)] ?? []).map { String(decoding: $0, as: UTF8.self) }
         }
         func values(_ name: String) -> [String] { rawValues(name).map { $0.trimmingCharacters(in: .whitespaces) } }
+        // RFC 9112 §3.2: an HTTP/1.1 request without `Host` is refused (HTTP/1.0 sends none).
+        if version == "HTTP/1.1", rawValues("host").isEmpty {
+            return .error(400, "an HTTP/1.1 request needs a 'Host' header")
+        }
         let lengths = values("content-length")
         let codings = rawValues("transfer-encoding")
         if lengths.count > 1 {

@@ -138,6 +138,7 @@ struct ServerTests {
             let bare = try get("/v1/projections/daily?user=ann&date=today&fallback")
             #expect(bare.status == 400 && bare.body.contains("query argument 'fallback' has no value: give fallback=true (or false)"), "\(bare.body)")
             #expect(try get("/v1/projections/daily?user").status == 400)
+            #expect(try get("/v1/replay/daily?to_seq").status == 400)
             // daily-steps is steps: another type is a 400 on every endpoint, as on the CLI.
             for path in ["/v1/projections/daily-steps?type=distance", "/v1/replay/daily-steps?to_seq=1&type=distance",
                          "/v1/subscribe/daily-steps?type=HKQuantityTypeIdentifierDistanceWalkingRunning"] {
@@ -154,7 +155,6 @@ struct ServerTests {
             #expect(try get("/v1/events?kind=foo").status == 400)
             let page = try get("/v1/events?limit=10001")
             #expect(page.status == 400 && page.body.contains("from 0 to 10000"), "\(page.body)")
-            #expect(try get("/v1/replay/daily?to_seq").status == 400)
             // One day or a range, as the CLI: both is a 400, not the day silently winning.
             #expect(try get("/v1/projections/daily?date=2026-11-29&to=2026-11-30").status == 400)
             let both = try get("/v1/replay/daily?to_seq=2&date=2026-11-29&to_date=2026-11-30")
