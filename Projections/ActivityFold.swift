@@ -63,7 +63,9 @@ public final class ActivityFold {
     /// 8: a grant or revoke that leaves a client's sets as they were changes nothing: the
     /// `grants` row kept its time, and a revoke for a client never granted anything made an
     /// empty row.
-    public static let version = 8
+    /// 9: a day's bucket is stored in chunks of about 1 KiB (`Bucket`), not as one value that
+    /// every commit touching the day rewrote whole.
+    public static let version = 9
 
     private let store: any StateStore
     private let context: FoldContext
@@ -100,7 +102,7 @@ public final class ActivityFold {
     /// Keyed by the name's UTF-8 bytes, as the stored names are: Swift's String equality would
     /// merge canonically equivalent names ("é" precomposed and decomposed) into one user.
     private var userIDs: [[UInt8]: UInt32] = [:]
-    private var buckets: [DayKey: [BucketEntry]] = [:]
+    private var buckets: [DayKey: Bucket] = [:]
     /// Every day the batch touched, with the latest event that touched it (also what
     /// `last-known`'s cause is chosen from).
     private var dirtyDays: [DayKey: Cause] = [:]
@@ -203,7 +205,7 @@ public final class ActivityFold {
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
             try loadBucket(key)
-            buckets[key]?.removeAll { $0.id == record.id }
+            buckets[key]?.remove(id: record.id)
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: try userState(record.user), cause: cause)
@@ -332,13 +334,10 @@ public final class ActivityFold {
 
     private func recompute(_ key: DayKey, cause: Cause) throws {
         try loadBucket(key)
-        let entries = buckets[key] ?? []
+        let bucket = buckets[key] ?? Bucket()
+        let entries = bucket.entries
         let keyBytes = key.bytes
-        if entries.isEmpty {
-            try store.delete(.buckets, keyBytes)
-        } else {
-            try store.put(.buckets, keyBytes, BucketEntry.encode(entries))
-        }
+        try bucket.write(keyBytes, to: store)
         let user = try userState(key.user)
         // A canonical order, so sums do not depend on the order events arrived in.
         let ordered = entries.sorted { a, b in
@@ -346,11 +345,17 @@ public final class ActivityFold {
             if a.end != b.end { return a.end < b.end }
             return a.id.precedes(b.id)
         }
-        // Entries of one day nearly always share one zone, and run in long stretches of one
-        // source: look the window and the rank up only when they change.
+        // Entries of one day nearly always share one zone: look the window up only when it
+        // changes. A day has a few sources, often alternating (a phone and a watch counting
+        // the same walk): each one's rank is looked up once.
         var window: (zone: String, start: Int64, end: Int64)?
-        var lastRank = LastLookup<Int>()
-        func rank(_ source: String) -> Int { lastRank.value(for: source) { user.rank(of: $0, type: key.type) } }
+        var ranks: [(source: String, rank: Int)] = []
+        func rank(_ source: String) -> Int {
+            if let known = ranks.first(where: { sameName($0.source, source) }) { return known.rank }
+            let found = user.rank(of: source, type: key.type)
+            ranks.append((source, found))
+            return found
+        }
         var shares = ordered.enumerated().map { position, entry -> DayShare in
             if window?.zone != entry.zone {
                 let found = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
@@ -367,7 +372,7 @@ public final class ActivityFold {
             for day in (key.day - 2)...(key.day + 2) where day != key.day {
                 let neighbour = DayKey(user: key.user, type: key.type, day: day)
                 try loadBucket(neighbour)
-                for entry in buckets[neighbour] ?? [] where !seen.contains(entry.id) {
+                for entry in buckets[neighbour]?.entries ?? [] where !seen.contains(entry.id) {
                     seen.insert(entry.id)
                     shares.append(DayShare(index: shares.count, isTarget: false, source: entry.source,
                                            rank: rank(entry.source), start: entry.start,
@@ -421,7 +426,7 @@ public final class ActivityFold {
         var latestEnd: Int64?
         var lastDay: Int?
         try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
-            let day = try StateKey.parseDay(key).day
+            let day = try StateKey.parseBucketChunk(key).day
             if lastDay == nil { lastDay = day }
             guard day >= lastDay! - 2 else { return false }
             let end = try BucketEntry.latestEnd(value)
@@ -460,7 +465,7 @@ public final class ActivityFold {
 
     private func markAllDays(user: UInt32, type: QuantityType, cause: Cause) throws {
         try store.scan(.buckets, prefix: StateKey.userType(user, type), reverse: false) { key, _ in
-            markDirty(DayKey(user: user, type: type, day: try StateKey.parseDay(key).day), cause)
+            markDirty(DayKey(user: user, type: type, day: try StateKey.parseBucketChunk(key).day), cause)
             return true
         }
         for key in buckets.keys where key.user == user && key.type == type {
@@ -470,7 +475,7 @@ public final class ActivityFold {
 
     private func loadBucket(_ key: DayKey) throws {
         guard buckets[key] == nil else { return }
-        buckets[key] = try store.get(.buckets, key.bytes).map { (bytes) throws(DamagedState) in try BucketEntry.decode(bytes) } ?? []
+        buckets[key] = try Bucket(reading: key.bytes, from: store)
     }
 
     private static let nextUserKey = Array("next-user".utf8)

@@ -47,6 +47,7 @@ struct StateRecordTests {
             ("last-known", LastKnownValue(day: 1, value: 2, latestSampleEnd: 3, seq: 4, recorded: 5).encoded, { _ = try LastKnownValue(decoding: $0) }),
             ("grant", GrantValue(client: "coach", read: [.steps], share: [], seq: 1, recorded: 2).encoded, { _ = try GrantValue(decoding: $0) }),
             ("day key", StateKey.day(1, .steps, 20_000), { _ = try StateKey.parseDay($0) }),
+            ("bucket key", StateKey.bucketChunk(StateKey.day(1, .steps, 20_000), 3), { _ = try StateKey.parseBucketChunk($0) }),
         ]
         var random = SplitMix64(seed: 7)
         for decoder in decoders {
