@@ -15,7 +15,8 @@ public enum StateTable: String, CaseIterable, Sendable {
     case userSamples
     /// SHA-256(user ␀ source ␀ syncId) → sample seq of the current version
     case sync
-    /// day key → `[BucketEntry]`: every sample touching that user, type and day
+    /// day key ‖ chunk number (u32) → `[BucketEntry]`: every sample touching that user, type and
+    /// day, in chunks of about 1 KiB (`Bucket`)
     case buckets
     /// day key → `DailyValue` (the `daily` projection)
     case daily
