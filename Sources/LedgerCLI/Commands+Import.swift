@@ -21,7 +21,7 @@ extension Commands {
                     ("FILE", "export.xml, or the export.zip the Health app writes.")],
         options: [helpOption, dbOption,
                   OptionSpec(name: "user", value: "U", help: "The user the samples belong to (default: default)."),
-                  OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone)."),
+                  OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone). Records imported before keep the zone they came in with."),
                   OptionSpec(name: "batch", value: "N", help: "Records per committed batch (default: 10000).")],
         maxPositionals: 2
     ) { arguments, context in
@@ -97,7 +97,7 @@ extension Commands {
                     try emit(chunk)
                 }, consume: { (chunk: ImportChunk) in
                     if !chunk.events.isEmpty {
-                        let result = try log.append { add in
+                        let result = try log.append(duplicates: .ignoringZone) { add in
                             // Each event is lent to `add` in place, not copied out of the list
                             // first (a copy retains every buffer and string it holds).
                             try chunk.events.withUnsafeBufferPointer { events in
@@ -107,6 +107,7 @@ extension Commands {
                         summary.appended += result.appended
                         summary.duplicates += result.duplicates
                         summary.superseded += result.superseded
+                        summary.keptZone += result.keptZone
                         log.environment.releaseMappedPages()
                     }
                     summary.read += chunk.read
@@ -142,6 +143,8 @@ struct ImportSummary {
     var appended = 0
     var duplicates = 0
     var superseded = 0
+    /// Duplicates imported before with another zone (`--zone`, or none), which they keep.
+    var keptZone = 0
     var skipped: [String: Int] = [:]
     /// Records of the kept types, by HealthKit type.
     var kept: [String: Int] = [:]
@@ -160,6 +163,9 @@ struct ImportSummary {
     func text(head: UInt64) -> String {
         let skippedTotal = skipped.values.reduce(0, +)
         var text = "read \(read) records: appended \(appended), duplicates \(duplicates), superseded \(superseded), skipped \(skippedTotal) of other types, head \(head)\n"
+        if keptZone > 0 {
+            text += "  \(keptZone) of the duplicates were imported before with another zone and keep it: this import's zone applies only to the records it appended\n"
+        }
         if unknownZones > 0 {
             text += "  \(unknownZones) records name a time zone (HKTimeZone) this machine's zone database does not know: their days are counted in \(zoneUsed)\n"
         }

@@ -86,6 +86,9 @@ extension EventLog {
         public var appended = 0
         public var duplicates = 0
         public var superseded = 0
+        /// Of `duplicates`, those whose stored version differs only in its `zone`, which the
+        /// log keeps (an import's rule: `DuplicateRule.ignoringZone`).
+        public var keptZone = 0
         /// The log's last `seq` after the batch.
         public var head: UInt64 = 0
         /// One outcome per input event, in input order.
@@ -98,6 +101,18 @@ extension EventLog {
     /// the whole append: all or nothing). The log marks each end, and rebuilds and replays
     /// flush at the same places, so they reproduce the same rows and changes.
     static let maximumBatch = 65_536
+
+    /// What counts as a duplicate of an event already in the log.
+    public enum DuplicateRule: Sendable {
+        /// The same id and the same content (SPEC §3.2); other content is a conflict.
+        case exact
+        /// Also the same content but for the `zone`: the stored event, and its zone, stay.
+        /// `import` derives ids from a record's content without the zone, and the zone of a
+        /// record without `HKTimeZone` comes from `--zone`: re-importing an overlapping export
+        /// with another `--zone` (or none) would otherwise stop on the first record imported
+        /// before, and an import stopped there could never be finished either way.
+        case ignoringZone
+    }
 
     /// Appends `batch` in one transaction: every event or none (SPEC §3.2).
     ///
@@ -154,12 +169,12 @@ extension EventLog {
     /// Appends, in one transaction, every event `produce` hands to the closure it is given:
     /// events are checked, written and folded one by one, so memory does not grow with the
     /// batch. Whatever `produce` throws aborts the whole batch.
-    public func append(expectHead: UInt64? = nil,
+    public func append(expectHead: UInt64? = nil, duplicates rule: DuplicateRule = .exact,
                        _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
-        try writeToLog { txn in try append(expectHead: expectHead, in: txn, produce) }
+        try writeToLog { txn in try append(expectHead: expectHead, duplicates: rule, in: txn, produce) }
     }
 
-    func append(expectHead: UInt64?, in txn: Transaction,
+    func append(expectHead: UInt64?, duplicates rule: DuplicateRule = .exact, in txn: Transaction,
                 _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
         let head = try head(in: txn)
         if let expectHead, expectHead != head.seq {
@@ -188,16 +203,21 @@ extension EventLog {
             let idKey = event.id.bytes
             if let existing = try txn.get(ids, idKey) {
                 let existingSeq = try self.seq(existing, in: "ids")
-                let same: Bool
-                if let held, held.seq == existingSeq {
-                    same = held.body.withUnsafeBytes { EventLog.sameContent($0, body) }
-                } else {
-                    same = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
-                        guard let json = EventRecord.sections(of: stored)?.json else { return false }
-                        return EventLog.sameContent(json, body)
-                    } ?? false
+                let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
+                    if EventLog.sameContent(stored, body) { return (true, false) }
+                    let zoneOnly = rule == .ignoringZone && EventLog.sameContent(stored, body, ignoringZone: true)
+                    return (zoneOnly, zoneOnly)
                 }
-                guard same else {
+                let found: (same: Bool, keptZone: Bool)
+                if let held, held.seq == existingSeq {
+                    found = held.body.withUnsafeBytes(compare)
+                } else {
+                    found = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
+                        guard let json = EventRecord.sections(of: stored)?.json else { return (false, false) }
+                        return compare(json)
+                    } ?? (false, false)
+                }
+                guard found.same else {
                     // The server answers 409 to the first (a conflict with the log), 400 to the
                     // second (the batch contradicts itself).
                     throw InputError(location: location, field: "id", message: existingSeq > head.seq
@@ -205,6 +225,7 @@ extension EventLog {
                         : "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")
                 }
                 result.duplicates += 1
+                if found.keptZone { result.keptZone += 1 }
                 result.outcomes.append(.duplicate(existingSeq))
                 return
             }
@@ -342,10 +363,15 @@ extension EventLog {
     /// instants. The offset in a timestamp only fixes the instant (SPEC §3.1), and Apple prints
     /// every date of an export in the offset in force when the export was made, so a newer
     /// export spells the same samples differently. Strings are compared by bytes (`sameName`).
-    static func sameContent(_ stored: UnsafeRawBufferPointer, _ body: [UInt8]) -> Bool {
-        if body.withUnsafeBytes({ $0.elementsEqual(stored) }) { return true }
-        guard case .object(let old)? = try? JSONValue.parse(stored),
-              case .object(let new)? = try? JSONValue.parse(body) else { return false }
+    /// With `ignoringZone`, a `zone` member in either is left out of the comparison.
+    static func sameContent(_ stored: UnsafeRawBufferPointer, _ body: [UInt8], ignoringZone: Bool = false) -> Bool {
+        if !ignoringZone, body.withUnsafeBytes({ $0.elementsEqual(stored) }) { return true }
+        guard case .object(var old)? = try? JSONValue.parse(stored),
+              case .object(var new)? = try? JSONValue.parse(body) else { return false }
+        if ignoringZone {
+            old["zone"] = nil
+            new["zone"] = nil
+        }
         return sameMembers(old, new) { key, value, other in
             if key == "start" || key == "end", case .string(let a) = value, case .string(let b) = other,
                let x = try? Timestamp.parseRFC3339(a), let y = try? Timestamp.parseRFC3339(b) {

@@ -295,6 +295,58 @@ struct ImportTests {
         }
     }
 
+    /// Import ids leave the zone out, and `--zone` gives the zone of records without
+    /// `HKTimeZone`: an overlapping export imported with another `--zone` (or none) stopped on
+    /// the first record imported before ("same id, different content"), and once a batch of
+    /// it had committed the import could be finished neither with `--zone` nor without.
+    @Test("re-importing with another --zone, or none, keeps the zones imported before and finishes")
+    func reimportWithAnotherZone() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            func record(_ hour: Int, zone: String? = nil) -> String {
+                let metadata = zone.map { #"<MetadataEntry key="HKTimeZone" value="\#($0)"/>"# } ?? ""
+                return #" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 \#(10 + hour):00:00 +0200" endDate="2022-09-30 \#(10 + hour):30:00 +0200" value="\#(100 + hour)">\#(metadata)</Record>"#
+            }
+            func export(_ name: String, _ hours: ClosedRange<Int>) throws -> String {
+                let path = folder.appendingPathComponent(name).path
+                // Hour 0 carries its own zone: it is the same in every import.
+                try (["<HealthData>"] + hours.map { record($0, zone: $0 == 0 ? "Europe/Paris" : nil) } + ["</HealthData>"])
+                    .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+                return path
+            }
+            let older = try export("older.xml", 0...3)
+            let newer = try export("newer.xml", 0...7)
+            #expect(ledger(["import", "apple-health", older], db: db).status == 0)
+            // The newer export with a zone, in batches of 2: before this, its first record
+            // imported before stopped it at once.
+            let zoned = ledger(["import", "apple-health", newer, "--zone", "Asia/Tokyo", "--batch", "2"], db: db)
+            #expect(zoned.status == 0, "\(zoned.stderr)")
+            #expect(zoned.stdout.hasPrefix("read 8 records: appended 4, duplicates 4, "), "\(zoned.stdout)")
+            #expect(zoned.stdout.contains("\n  3 of the duplicates were imported before with another zone and keep it: this import's zone applies only to the records it appended\n"), "\(zoned.stdout)")
+            // Again without a zone: everything is there, with the zone each record came in with.
+            let plain = ledger(["import", "apple-health", newer], db: db)
+            #expect(plain.status == 0, "\(plain.stderr)")
+            #expect(plain.stdout.hasPrefix("read 8 records: appended 0, duplicates 8, "), "\(plain.stdout)")
+            #expect(plain.stdout.contains("\n  4 of the duplicates were imported before with another zone"), "\(plain.stdout)")
+            let zones = try EventLog(path: db, create: false).records().map { try $0.event() }.map { event -> String in
+                if case .sample(let sample) = event.payload { return "\(Int(sample.value)) \(sample.zone ?? "none")" }
+                return "not a sample"
+            }
+            #expect(zones == ["100 Europe/Paris", "101 none", "102 none", "103 none",
+                              "104 Asia/Tokyo", "105 Asia/Tokyo", "106 Asia/Tokyo", "107 Asia/Tokyo"])
+            // Appends keep the exact rule: the same id with another zone is a conflict.
+            let log = try EventLog(path: db, create: false)
+            guard case .object(var object) = try log.records()[1].event().document else { Issue.record("not an object"); return }
+            object["zone"] = .string("Asia/Tokyo")
+            var line: [UInt8] = []
+            JSONValue.object(object).write(to: &line)
+            let events = try EventInput.decode(line).map { (Optional($0.0), $0.1) }
+            #expect(performing: { try log.append(events) }, throws: { error in
+                (error as? InputError)?.message.contains("is already in the log at seq 2 with different content") ?? false
+            })
+        }
+    }
+
     @Test("a record that makes no valid sample names the file and line; a ledger the import made is removed")
     func invalidRecordNamesFile() throws {
         try withTemporaryLedger { db in
