@@ -14,10 +14,11 @@ extension Commands {
         size is where LMDB starts; it doubles by itself when full.
         """,
         options: [helpOption, dbOption,
-                  OptionSpec(name: "timezone", value: "ZONE", help: "IANA zone name or ±HH:MM (default: UTC)."),
+                  OptionSpec(name: "timezone", value: "ZONE", help: "IANA zone name or ±HH:MM (default: UTC for a new ledger; an existing one keeps its zone)."),
                   OptionSpec(name: "map-size", value: "SIZE", help: "Initial LMDB map size, e.g. 64MiB, 4GiB (default: 64MiB).")]
     ) { arguments, context in
-        let zoneName = arguments.value("timezone") ?? "UTC"
+        let given = arguments.value("timezone")
+        let zoneName = given ?? "UTC"
         guard let zone = Zone(zoneName) else {
             throw CLIError.usage("unknown time zone '\(zoneName)' (expected an IANA name like Europe/Paris, or ±HH:MM)", usage: arguments.usage)
         }
@@ -35,7 +36,9 @@ extension Commands {
         // A new ledger gets its zone in the transaction that creates it (a kill between two
         // transactions left one in UTC that looked initialized); an existing one is set here.
         let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize, zone: zone)
-        try log.initialize(zone: zone)
+        // Without --timezone an existing ledger keeps its zone: a bare `init` (a set-up script
+        // run twice) set it back to UTC while the ledger held no event, and failed once it did.
+        if !existed || given != nil { try log.initialize(zone: zone) }
         let head = try log.head()
         context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
         if existed, mapSize != nil {

@@ -183,6 +183,25 @@ struct CommandTests {
         }
     }
 
+    /// A set-up script that runs `ledger init` twice must not move the zone: a bare `init`
+    /// set an empty ledger's zone back to UTC, and failed on one holding events.
+    @Test("init without --timezone leaves an existing ledger's zone as it is")
+    func bareInitKeepsZone() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["init", "--timezone", "Europe/Paris"], db: db).status == 0)
+            let again = ledger(["init"], db: db)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.hasSuffix(": default zone Europe/Paris, head 0\n"), "\(again.stdout)")
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
+            let held = ledger(["init"], db: db)
+            #expect(held.status == 0, "\(held.stderr)")
+            #expect(held.stdout.hasSuffix(": default zone Europe/Paris, head 2\n"), "\(held.stdout)")
+            // Naming another zone is still refused once events exist, and the same one is a no-op.
+            #expect(ledger(["init", "--timezone", "Asia/Tokyo"], db: db).status == 1)
+            #expect(ledger(["init", "--timezone", "Europe/Paris"], db: db).status == 0)
+        }
+    }
+
     @Test("verify reports the head; stats counts kinds")
     func verifyAndStats() throws {
         try withTemporaryLedger { db in
