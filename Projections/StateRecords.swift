@@ -54,6 +54,10 @@ public enum StateKey {
         guard key.count == 13 else { throw DamagedState(reason: "a stored bucket key is \(key.count) bytes, not 13") }
         let (user, type, day) = try parseDay(Array(key[..<9]))
         let chunk = key[9...].reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        // Each chunk takes a number one above the last, and a new one needs a new sample:
+        // the last number is never reached, and a key holding it is damage (the next chunk's
+        // number would overflow).
+        guard chunk < .max else { throw DamagedState(reason: "a stored bucket key holds chunk number \(chunk)") }
         return (user, type, day, chunk)
     }
 
@@ -204,13 +208,14 @@ struct SampleRecord: Equatable {
     }
 }
 
-/// One sample's presence in one day's bucket: what the merge needs, nothing more.
 /// The samples touching one user, type and day, as the fold keeps them: in chunks, each stored
 /// under the day key ‖ its number (`StateKey.bucketChunk`) and of at most `chunkBytes` encoded
 /// bytes (a chunk holds at least one entry). A sample is added to the last chunk, so a commit
 /// rewrites one chunk, not the day: stored whole, a day of a watch's per-minute samples grew to
 /// 1,440 entries and 82 KB (21 LMDB overflow pages), written again by every commit that day.
-/// Chunks depend only on the order of the events, so a rebuild makes the same ones.
+/// Chunks depend only on the order of the events, so a rebuild makes the same ones. A chunk
+/// emptied by corrections, superseded versions or a zone change is deleted, but one left part
+/// full is not merged with its neighbours: a day's chunks can outnumber what its samples need.
 struct Bucket {
     struct Chunk {
         var number: UInt32
@@ -283,6 +288,7 @@ struct Bucket {
     }
 }
 
+/// One sample's presence in one day's bucket: what the merge needs, nothing more.
 struct BucketEntry: Equatable {
     var id: UUID
     var source: String

@@ -106,11 +106,13 @@ extension EventLog {
     public enum DuplicateRule: Sendable {
         /// The same id and the same content (SPEC §3.2); other content is a conflict.
         case exact
-        /// Also the same content but for the `zone`: the stored event, and its zone, stay.
-        /// `import` derives ids from a record's content without the zone, and the zone of a
-        /// record without `HKTimeZone` comes from `--zone`: re-importing an overlapping export
-        /// with another `--zone` (or none) would otherwise stop on the first record imported
-        /// before, and an import stopped there could never be finished either way.
+        /// Also the same content but for the `zone`, for an event whose zone is an importer's
+        /// default (`PreparedEvent.zoneIsDefault`) and whose id was committed before this
+        /// batch: the stored event, and its zone, stay. `import` derives ids from a record's
+        /// content without the zone, and the zone of a record without `HKTimeZone` comes from
+        /// `--zone`: re-importing an overlapping export with another `--zone` (or none) would
+        /// otherwise stop on the first record imported before, and an import stopped there
+        /// could never be finished either way. A record's own zone still has to match.
         case ignoringZone
     }
 
@@ -205,7 +207,8 @@ extension EventLog {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
-                    let zoneOnly = rule == .ignoringZone && EventLog.sameContent(stored, body, ignoringZone: true)
+                    let zoneOnly = rule == .ignoringZone && event.zoneIsDefault && existingSeq <= head.seq
+                        && EventLog.sameContent(stored, body, ignoringZone: true)
                     return (zoneOnly, zoneOnly)
                 }
                 let found: (same: Bool, keptZone: Bool)

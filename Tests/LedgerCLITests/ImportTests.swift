@@ -334,6 +334,18 @@ struct ImportTests {
             }
             #expect(zones == ["100 Europe/Paris", "101 none", "102 none", "103 none",
                               "104 Asia/Tokyo", "105 Asia/Tokyo", "106 Asia/Tokyo", "107 Asia/Tokyo"])
+            // A record's own zone (HKTimeZone) is its content: another one is still a conflict,
+            // whether imported before or given twice in one file.
+            let ownZone = folder.appendingPathComponent("own.xml").path
+            try ["<HealthData>", record(0, zone: "Asia/Tokyo"), "</HealthData>"].joined(separator: "\n")
+                .write(toFile: ownZone, atomically: true, encoding: .utf8)
+            let own = ledger(["import", "apple-health", ownZone], db: db)
+            #expect(own.status == 65 && own.stderr.contains("is already in the log at seq 1 with different content"), "\(own.stderr)")
+            let twice = folder.appendingPathComponent("twice.xml").path
+            try ["<HealthData>", record(9, zone: "America/New_York"), record(9, zone: "Asia/Tokyo"), "</HealthData>"]
+                .joined(separator: "\n").write(toFile: twice, atomically: true, encoding: .utf8)
+            let repeated = ledger(["import", "apple-health", twice], db: db)
+            #expect(repeated.status == 65 && repeated.stderr.contains("given twice in this batch with different content"), "\(repeated.stderr)")
             // Appends keep the exact rule: the same id with another zone is a conflict.
             let log = try EventLog(path: db, create: false)
             guard case .object(var object) = try log.records()[1].event().document else { Issue.record("not an object"); return }

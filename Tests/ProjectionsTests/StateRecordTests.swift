@@ -67,5 +67,7 @@ struct StateRecordTests {
         huge.u32(.max)
         #expect(throws: DamagedState.self) { try BucketEntry.decode(huge.bytes) }
         #expect(throws: DamagedState.self) { try StateKey.parseDay([0, 0, 0, 1, 9, 0, 0, 0, 0]) }  // type code 9
+        // The last chunk number: the next chunk's would overflow (it trapped on the next append).
+        #expect(throws: DamagedState.self) { try StateKey.parseBucketChunk(StateKey.bucketChunk(StateKey.day(1, .steps, 20_000), .max)) }
     }
 }
