@@ -140,7 +140,7 @@ public final class ActivityFold {
 
     private func addSample(_ sample: Sample, id: UUID, seq: UInt64, cause: Cause) throws {
         let userID = try self.userID(for: sample.user)
-        var user = try userState(userID)
+        _ = try userState(userID)  // in `users` from here on
         if let syncId = sample.syncId {
             // The log only admits a higher syncVersion, so this one replaces the current one.
             let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
@@ -149,10 +149,12 @@ public final class ActivityFold {
             }
             try store.put(.sync, key, StateKey.position(seq))
         }
-        if !(user.sources[sample.type]?.contains(where: { sameName($0, sample.source.name) }) ?? false) {
-            user.sources[sample.type, default: []].append(sample.source.name)
-            setUserState(userID, user)
+        // Added in place: through a copy of the state, every new source of a user with many
+        // would copy all of them.
+        if users[userID]!.sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
+            dirtyUsers.insert(userID)
         }
+        let user = users[userID]!
         let record = SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
                                   value: sample.value, unit: sample.unit, start: sample.start,
                                   end: sample.end, zone: sample.zone, days: [])
@@ -245,7 +247,7 @@ public final class ActivityFold {
         var user = try userState(userID)
         if let priority = profile.priority {
             for (type, list) in priority {
-                user.priority[type] = list
+                user.priority[type] = NameIndex(list)
                 try markAllDays(user: userID, type: type, cause: cause)
             }
         }
@@ -349,12 +351,12 @@ public final class ActivityFold {
         // changes. A day has a few sources, often alternating (a phone and a watch counting
         // the same walk): each one's rank is looked up once.
         var window: (zone: String, start: Int64, end: Int64)?
-        var ranks: [(source: String, rank: Int)] = []
+        var ranked = NameIndex()
+        var ranks: [Int] = []
         func rank(_ source: String) -> Int {
-            if let known = ranks.first(where: { sameName($0.source, source) }) { return known.rank }
-            let found = user.rank(of: source, type: key.type)
-            ranks.append((source, found))
-            return found
+            let (position, added) = ranked.insert(source)
+            if added { ranks.append(user.rank(of: source, type: key.type)) }
+            return ranks[position]
         }
         var shares = ordered.enumerated().map { position, entry -> DayShare in
             if window?.zone != entry.zone {

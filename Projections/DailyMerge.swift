@@ -87,7 +87,7 @@ enum DailyMerge {
 
         var total = 0.0
         var samples = 0
-        var sources: [String] = []  // distinct by bytes (`sameName`); a day has a few
+        var sources = NameIndex()  // distinct by bytes (`sameName`)
         for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
@@ -99,7 +99,7 @@ enum DailyMerge {
                 total += won[position] == duration ? share.value : share.value * Double(won[position]) / Double(duration)
             }
             samples += 1
-            if !sources.contains(where: { sameName($0, share.source) }) { sources.append(share.source) }
+            sources.insert(share.source)
         }
         // Nothing contributed: every sample of the day lost its time to better-ranked samples
         // bucketed on neighbouring days (in other zones). A day without samples has no row.
@@ -108,7 +108,8 @@ enum DailyMerge {
 
     /// `per-source`: each source's samples summed over their share of the day, not merged.
     static func perSource(_ shares: [DayShare]) -> [PerSourceValue] {
-        var bySource: [PerSourceValue] = []  // by bytes (`sameName`); a day has a few sources
+        var bySource: [PerSourceValue] = []
+        var names = NameIndex()  // by bytes (`sameName`): a position in `bySource` each
         for share in shares where share.isTarget {
             let part: Double
             if share.isInstant {
@@ -118,7 +119,8 @@ enum DailyMerge {
                 let inside = share.clippedEnd - share.clippedStart
                 part = inside == duration ? share.value : share.value * Double(inside) / Double(duration)
             }
-            if let index = bySource.firstIndex(where: { sameName($0.source, share.source) }) {
+            let (index, added) = names.insert(share.source)
+            if !added {
                 bySource[index].value += part
                 bySource[index].samples += 1
             } else {

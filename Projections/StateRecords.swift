@@ -90,9 +90,9 @@ struct UserState: Equatable {
     var name: String
     var zone: String?
     /// Per type, the latest priority list (highest first).
-    var priority: [QuantityType: [String]] = [:]
+    var priority: [QuantityType: NameIndex] = [:]
     /// Per type, source names in order of their first sample in the log.
-    var sources: [QuantityType: [String]] = [:]
+    var sources: [QuantityType: NameIndex] = [:]
     /// Every zone this user's samples were bucketed in. While there is one, samples on
     /// different local days cannot overlap in time, and each day is merged on its own.
     var zones: [String] = []
@@ -106,8 +106,8 @@ struct UserState: Equatable {
         for type in QuantityType.allCases {
             let list = priority[type]
             writer.u32(list.map { UInt32($0.count) + 1 } ?? 0)  // 0: no list given
-            list?.forEach { writer.string($0) }
-            let seen = sources[type] ?? []
+            list?.names.forEach { writer.string($0) }
+            let seen = sources[type]?.names ?? []
             writer.u32(UInt32(seen.count))
             seen.forEach { writer.string($0) }
         }
@@ -126,9 +126,9 @@ struct UserState: Equatable {
         for type in QuantityType.allCases {
             // A list's count is stored plus one (0: no list given).
             let listCount = try reader.count(ofItemsOfAtLeast: 4)
-            if listCount > 0 { priority[type] = try reader.items(listCount - 1) { (r) throws(DamagedState) in try r.string() } }
+            if listCount > 0 { priority[type] = NameIndex(try reader.items(listCount - 1) { (r) throws(DamagedState) in try r.string() }) }
             let seenCount = try reader.count(ofItemsOfAtLeast: 4)
-            if seenCount > 0 { sources[type] = try reader.items(seenCount) { (r) throws(DamagedState) in try r.string() } }
+            if seenCount > 0 { sources[type] = NameIndex(try reader.items(seenCount) { (r) throws(DamagedState) in try r.string() }) }
         }
         zones = try reader.items(try reader.count(ofItemsOfAtLeast: 4)) { (r) throws(DamagedState) in try r.string() }
     }
@@ -136,10 +136,10 @@ struct UserState: Equatable {
     /// Lower is higher priority: listed sources by their place in the list, then the others
     /// by first appearance.
     func rank(of source: String, type: QuantityType) -> Int {
-        let list = priority[type] ?? []
-        if let index = list.firstIndex(where: { sameName($0, source) }) { return index }
-        let seen = sources[type] ?? []
-        return list.count + (seen.firstIndex(where: { sameName($0, source) }) ?? seen.count)
+        let list = priority[type] ?? NameIndex()
+        if let index = list.position(of: source) { return index }
+        let seen = sources[type] ?? NameIndex()
+        return list.count + (seen.position(of: source) ?? seen.count)
     }
 }
 

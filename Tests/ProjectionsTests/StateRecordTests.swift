@@ -25,6 +25,49 @@ struct StateRecordTests {
         }
     }
 
+    /// Past `hashedFrom` names the index hashes them: it must find, and tell apart, exactly
+    /// what the linear search did, by bytes (a precomposed and a decomposed "é" are two).
+    @Test("a name index finds names by their bytes, in first-insertion order, before and after it hashes them")
+    func nameIndex() {
+        var index = NameIndex()
+        var expected: [String] = []
+        for number in 0..<(NameIndex.hashedFrom * 3) {
+            for name in ["source \(number)", number % 5 == 0 ? "Caf\u{E9} \(number)" : "Cafe\u{301} \(number)"] {
+                let (position, added) = index.insert(name)
+                #expect(added && position == expected.count)
+                expected.append(name)
+            }
+            #expect(index.insert("source \(number / 2)") == (expected.firstIndex(of: "source \(number / 2)")!, false))
+        }
+        #expect(index.names == expected)
+        for (position, name) in expected.enumerated() { #expect(index.position(of: name) == position) }
+        #expect(index.position(of: "Caf\u{E9} 1") == nil)  // only "Cafe\u{301} 1" is in
+        #expect(index.position(of: "Cafe\u{301} 1") == expected.firstIndex { sameName($0, "Cafe\u{301} 1") })
+        #expect(NameIndex(expected + expected.reversed()).names == expected)
+    }
+
+    @Test("per-source rows and ranks of a day with more sources than the index searches linearly")
+    func manySources() throws {
+        let h = FoldHarness(defaultZone: "UTC")
+        let count = NameIndex.hashedFrom * 2 + 3
+        // Source k: k + 1 samples of 10 steps, over the same ten minutes as every other source.
+        var lines: [String] = []
+        for source in 0..<count {
+            for copy in 0...source {
+                lines.append(#"{"kind":"sample","user":"ann","type":"steps","value":10,"start":"2026-03-01T10:00:00Z","end":"2026-03-01T10:10:00Z","source":"s\#(source)","id":"00000000-0000-4000-8000-\#(String(format: "%06d%06d", source, copy))"}"#)
+            }
+        }
+        try h.append(lines)
+        let rows = try h.rows(.perSource)
+        #expect(rows.count == count)
+        for row in rows {
+            let source = Int(row.values["source"]!.stringValue!.dropFirst())!
+            #expect(row.values["value"] == .double(Double(10 * (source + 1))) || row.values["value"] == .int(Int64(10 * (source + 1))))
+        }
+        // The first source seen outranks the others over the same minutes: its one sample.
+        #expect(try h.daily()["ann 2026-03-01"] == 10)
+    }
+
     /// State records come from the file: one cut short, overwritten or made up must be an
     /// error that names the damage (`DamagedState`), never a trap or a read past its end.
     @Test("every damaged state record is an error, not a trap (every cut, seeded random bytes)")
