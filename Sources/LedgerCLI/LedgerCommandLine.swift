@@ -116,8 +116,9 @@ struct CommandContext {
     }
 
     /// Runs `body` with the ledger, created if missing. When `body` throws and this run created
-    /// the ledger, it is removed, but only while it holds no event and no client: another
-    /// process (a second import of the same file, a server) may have committed to it since.
+    /// the ledger, it is removed, but only while it holds no event and no client and no other
+    /// process has it open (`EventLog.removeIfUntouched`): another process (a second import of
+    /// the same file, a server) may be committing to it.
     func withCreatedLog<R>(_ arguments: ParsedArguments, _ body: (EventLog) throws -> R) throws -> R {
         let path = try databasePath(arguments)
         let existed = FileManager.default.fileExists(atPath: path)
@@ -127,10 +128,13 @@ struct CommandContext {
             opened = log
             return try body(log)
         } catch {
-            // A ledger that could not even be opened was never written by anyone.
-            let untouched = opened.map { (try? $0.isUntouched()) ?? false } ?? true
-            if !existed, untouched {
-                try? FileManager.default.removeItem(atPath: path)
+            if !existed {
+                if let opened {
+                    _ = opened.removeIfUntouched()
+                } else {
+                    // Not even opened: only the directory, if it was made and is still empty.
+                    rmdir(path)
+                }
             }
             throw error
         }

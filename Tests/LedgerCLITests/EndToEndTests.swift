@@ -27,6 +27,31 @@ struct EndToEndTests {
         }
     }
 
+    /// A failing import removes a ledger it created when it holds nothing: checking only that
+    /// let it delete one a second import, started at the same moment, had just committed to.
+    @Test("a ledger is removed as untouched only while no other process has it open")
+    func removalWaitsForOtherProcesses() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let log = try EventLog(path: db, create: true)
+            // Another process with the ledger open: a subscriber waiting for changes.
+            let child = try SpawnedGroup(shell: #"exec "$LEDGER" subscribe daily --db "$DB""#, environment: ["LEDGER": binary, "DB": db])
+            let lockFile = URL(fileURLWithPath: db).appendingPathComponent("lock.mdb").standardizedFileURL.path
+            var holding = false
+            for _ in 0..<500 where !holding {
+                let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd")) ?? []
+                holding = fds.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child.pid)/fd/\($0)")) == lockFile }
+                if !holding { usleep(10_000) }
+            }
+            #expect(holding, "the subscriber never opened \(lockFile)")
+            #expect(!log.removeIfUntouched())
+            #expect(FileManager.default.fileExists(atPath: db + "/data.mdb"))
+            child.killGroup()
+            #expect(log.removeIfUntouched())
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
     @Test("the binary allocates with jemalloc (linked for speed, see Package.swift)")
     func allocator() throws {
         let binary = try ledgerBinary()
