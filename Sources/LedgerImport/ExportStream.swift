@@ -9,7 +9,12 @@ import Foundation
 /// - control characters XML forbids (such as the stray `\x0b` some exports carry) become spaces;
 /// - comments are dropped, all but their line breaks (so the parser's line numbers stay the
 ///   file's): libxml2's push parser looks for a comment's end again from its start on every
-///   chunk, so a comment of megabytes took minutes. CDATA sections are passed on untouched.
+///   chunk, so a comment of megabytes took minutes. Only comments: CDATA sections, processing
+///   instructions and tags are passed on untouched, `<!--` inside them included (one in a
+///   processing instruction dropped everything up to the next `-->`, records too; one in an
+///   attribute value, which XML forbids, was taken out instead of refused).
+/// - a text, tag, CDATA section or processing instruction longer than 1 MiB is refused
+///   (`maximumGap`).
 ///
 /// Reads are streamed in chunks; memory stays flat however large the file.
 final class ExportStream {
@@ -30,10 +35,12 @@ final class ExportStream {
     private var doctypeHasSubset = false
 
     private enum DoctypeState { case searching, inside, done }
-    /// Where in the markup after the DOCTYPE we are.
-    private enum Markup { case text, comment, cdata }
+    /// Where in the markup after the DOCTYPE we are: in a tag (after `<`, up to `>`), a
+    /// processing instruction (`<?`, up to `?>`), a comment or a CDATA section, or in text.
+    private enum Markup { case text, tag, instruction, comment, cdata }
     private var markup: Markup = .text
-    /// Bytes since the last `<` outside comments and CDATA: one element's start tag, or text.
+    /// Bytes since the last `<` outside comments: one tag and the text after it, a CDATA
+    /// section or a processing instruction.
     private var sinceTag = 0
     /// Why `read` returned -1 when the input itself is at fault, not the reading.
     private(set) var problem: String?
@@ -42,6 +49,7 @@ final class ExportStream {
     static let maximumGap = 1 << 20
     private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
     private static let cdataOpen = Array("<![CDATA[".utf8), cdataClose = Array("]]>".utf8)
+    private static let instructionClose = Array("?>".utf8)
 
     /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
@@ -244,9 +252,30 @@ final class ExportStream {
                         index += ExportStream.commentOpen.count
                         continue
                     }
+                    if bytes[index + 1] == UInt8(ascii: "?") {
+                        // A processing instruction (the XML declaration): passed on whole, a
+                        // `<!--` in it included.
+                        let (end, _) = ExportStream.search(ExportStream.instructionClose, in: bytes[(index + 2)...])
+                        guard let end else {
+                            if bytes.count - index > ExportStream.maximumGap { tooLong() } else { carry = Array(bytes[index...]) }
+                            return out
+                        }
+                        out.append(contentsOf: bytes[index..<(end + 2)].map(cleanByte))
+                        index = end + 2
+                        continue
+                    }
                     // The root element comes before any DOCTYPE can: stop looking once it does.
                     if bytes[index + 1] != UInt8(ascii: "?"), bytes[index + 1] != UInt8(ascii: "!") {
                         doctype = .done
+                    }
+                    sinceTag = 0
+                } else {
+                    // Before the root only white space may stand between markup, and NULs
+                    // count as such (they become spaces): /dev/zero was read for ever.
+                    sinceTag += 1
+                    if sinceTag > ExportStream.maximumGap {
+                        tooLong()
+                        return out
                     }
                 }
                 out.append(cleanByte(bytes[index]))
@@ -271,67 +300,103 @@ final class ExportStream {
     }
 
     /// Passes `bytes` on, cleaned, without comments; holds back in `carry` a tail that might
-    /// be the start of `<!--`, `<![CDATA[`, `-->` or `]]>` split across reads.
+    /// be the start of `<!--`, `<![CDATA[`, `-->`, `]]>` or `?>` split across reads. Markup
+    /// that is passed on goes out in as few appends as possible (a tag and the text after it
+    /// in one): this runs for every byte of the export.
     private func appendMarkup(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) {
         var index = bytes.startIndex
-        func text(_ range: Range<Int>) {
-            let part = bytes[range]
+        /// Bytes before this are in `out` (or were dropped, as comments are).
+        var emitted = bytes.startIndex
+        func emit(upTo end: Int) {
+            guard end > emitted else { return }
+            let part = bytes[emitted..<end]
             if part.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
                 out.append(contentsOf: part.map(cleanByte))
             } else {
                 out.append(contentsOf: part)
             }
+            emitted = end
         }
-        func hold(from start: Int) { carry = Array(bytes[start...]) }
+        func hold(from start: Int) {
+            emit(upTo: start)
+            carry = Array(bytes[start...])
+        }
+        /// Counts `count` more bytes since the last `<`; false (with `problem` set) past 1 MiB.
+        func within(_ count: Int) -> Bool {
+            sinceTag += count
+            if sinceTag > ExportStream.maximumGap { tooLong() }
+            return sinceTag <= ExportStream.maximumGap
+        }
+        /// Moves past `close` (`]]>`, `?>`), which ends the markup; false when these bytes end
+        /// first (what may begin `close` is held back).
+        func pass(until close: [UInt8]) -> Bool {
+            let (end, stop) = ExportStream.search(close, in: bytes[index...])
+            guard within((end.map { $0 + close.count } ?? stop) - index) else { return false }
+            guard let end else {
+                hold(from: stop)
+                return false
+            }
+            markup = .text
+            index = end + close.count
+            return true
+        }
         while index < bytes.endIndex {
             switch markup {
             case .text:
                 guard let open = ExportStream.firstIndex(of: UInt8(ascii: "<"), in: bytes[index...]) else {
-                    sinceTag += bytes.endIndex - index
-                    if sinceTag > ExportStream.maximumGap { return tooLong() }
-                    text(index..<bytes.endIndex)
+                    guard within(bytes.endIndex - index) else { return }
+                    emit(upTo: bytes.endIndex)
                     return
                 }
-                sinceTag += open - index
-                if sinceTag > ExportStream.maximumGap { return tooLong() }
+                guard within(open - index) else { return }
                 sinceTag = 0
-                text(index..<open)
                 let rest = bytes[open...]
                 if rest.count < ExportStream.cdataOpen.count,
                    ExportStream.commentOpen.starts(with: rest.prefix(4)) || ExportStream.cdataOpen.starts(with: rest) {
-                    hold(from: open)  // could still become "<!--" or "<![CDATA["
+                    hold(from: open)  // could still become "<!--", "<![CDATA[" or "<?"
                     return
                 }
                 if rest.starts(with: ExportStream.commentOpen) {
+                    emit(upTo: open)
                     markup = .comment
                     index = open + ExportStream.commentOpen.count
+                    emitted = index
                 } else if rest.starts(with: ExportStream.cdataOpen) {
                     markup = .cdata
-                    out.append(contentsOf: ExportStream.cdataOpen)
                     index = open + ExportStream.cdataOpen.count
                 } else {
-                    out.append(UInt8(ascii: "<"))
+                    markup = rest.dropFirst().first == UInt8(ascii: "?") ? .instruction : .tag
                     index = open + 1
                 }
+            case .tag:
+                // The first `>` ends it. One inside a quoted value (which XML allows) ends it
+                // early, but what follows is passed on as text is: only a `<!--` in a value,
+                // which XML forbids, could then be taken for a comment.
+                guard let close = ExportStream.firstIndex(of: UInt8(ascii: ">"), in: bytes[index...]) else {
+                    guard within(bytes.endIndex - index) else { return }
+                    emit(upTo: bytes.endIndex)
+                    return
+                }
+                guard within(close + 1 - index) else { return }
+                markup = .text
+                index = close + 1
+            case .instruction:
+                guard pass(until: ExportStream.instructionClose) else { return }
             case .comment:
                 guard let end = skipComment(bytes[index...], to: &out) else { return }
                 index = end
+                emitted = end
             case .cdata:
-                let (end, stop) = ExportStream.search(ExportStream.cdataClose, in: bytes[index...])
-                text(index..<stop)
-                guard let end else {
-                    hold(from: stop)
-                    return
-                }
-                out.append(contentsOf: ExportStream.cdataClose)
-                markup = .text
-                index = end + ExportStream.cdataClose.count
+                // libxml2's push parser also looks for a CDATA section's end from its start on
+                // every chunk: 40 MB of one took 15 s, and 200 MB eight minutes.
+                guard pass(until: ExportStream.cdataClose) else { return }
             }
         }
+        emit(upTo: bytes.endIndex)
     }
 
     private func tooLong() {
-        problem = "an element or a text runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
+        problem = "an element, a text, a CDATA section or a processing instruction runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
     }
 
     /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and
