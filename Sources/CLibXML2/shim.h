@@ -21,6 +21,7 @@ typedef __typeof__(&xmlGetLastError) ledger_xmlGetLastError_fn;
 typedef __typeof__(&xmlFreeDoc) ledger_xmlFreeDoc_fn;
 typedef __typeof__(&xmlFreeParserCtxt) ledger_xmlFreeParserCtxt_fn;
 typedef __typeof__(&xmlSetGenericErrorFunc) ledger_xmlSetGenericErrorFunc_fn;
+typedef __typeof__(&xmlStopParser) ledger_xmlStopParser_fn;
 
 /* libxml2 prints parse errors to stderr by default; the importer reports them itself. */
 static void ledger_xml_ignore(void *ctx, const char *msg, ...) { (void)ctx; (void)msg; }

@@ -111,8 +111,8 @@ extension Commands {
                         log.environment.releaseMappedPages()
                     }
                     summary.read += chunk.read
-                    summary.kept.merge(chunk.kept.counts, uniquingKeysWith: +)
-                    summary.skipped.merge(chunk.skipped.counts, uniquingKeysWith: +)
+                    summary.kept.add(chunk.kept)
+                    summary.skipped.add(chunk.skipped)
                     summary.committedRecords = summary.read
                     progress.update(records: summary.read, bytes: chunk.progress)
                 })
@@ -145,9 +145,9 @@ struct ImportSummary {
     var superseded = 0
     /// Duplicates imported before with another zone (`--zone`, or none), which they keep.
     var keptZone = 0
-    var skipped: [String: Int] = [:]
+    var skipped = TypeCounts()
     /// Records of the kept types, by HealthKit type.
-    var kept: [String: Int] = [:]
+    var kept = TypeCounts()
     /// Records read up to the end of the last committed batch.
     var committedRecords = 0
 
@@ -161,6 +161,7 @@ struct ImportSummary {
     var zoneUsed = ""
 
     func text(head: UInt64) -> String {
+        let skipped = self.skipped.counts, kept = self.kept.counts
         let skippedTotal = skipped.values.reduce(0, +)
         var text = "read \(read) records: appended \(appended), duplicates \(duplicates), superseded \(superseded), skipped \(skippedTotal) of other types, head \(head)\n"
         if keptZone > 0 {
@@ -232,21 +233,52 @@ struct ImportChunk: Sendable {
 /// Records counted by their HealthKit type name. The reader hands over a type's name as the
 /// same string record after record, and Apple writes an export's records grouped by type, so
 /// comparing with the last type counted (`==` matches the same string at once), then a short
-/// list, costs less per record than hashing the 40-byte name into a dictionary.
+/// list, costs less per record than hashing the 40-byte name into a dictionary. Past a few
+/// names they are hashed, and what is kept is bounded: a file of other types is hostile input
+/// as much as an export (80,000 distinct names took 45 s, and a thousand names of 400 KB each
+/// 1.2 GB and as long a summary).
 struct TypeCounts: Sendable {
     private var entries: [(type: String, count: Int)] = []
+    private var positions: [String: Int]?
     private var last = 0
 
-    mutating func add(_ type: String) {
+    /// HealthKit's longest type names are under 70 bytes.
+    static let maximumNameBytes = 200
+    static let maximumNames = 1_000
+    static let longNames = "(type names over 200 bytes)"
+    static let otherNames = "(more types than the 1,000 named above)"
+
+    mutating func add(_ type: String, count: Int = 1) {
         if last < entries.count, entries[last].type == type {
-            entries[last].count += 1
-        } else if let index = entries.firstIndex(where: { $0.type == type }) {
-            entries[index].count += 1
+            entries[last].count += count
+            return
+        }
+        var name = type.utf8.count > TypeCounts.maximumNameBytes ? TypeCounts.longNames : type
+        if name != TypeCounts.longNames, position(of: name) == nil, entries.count >= TypeCounts.maximumNames {
+            name = TypeCounts.otherNames
+        }
+        if let index = position(of: name) {
+            entries[index].count += count
             last = index
         } else {
-            entries.append((type, 1))
+            entries.append((name, count))
             last = entries.count - 1
+            if positions != nil {
+                positions![name] = last
+            } else if entries.count > 8 {
+                positions = Dictionary(entries.enumerated().map { ($0.element.type, $0.offset) }, uniquingKeysWith: { first, _ in first })
+            }
         }
+    }
+
+    /// Adds another set of counts to these.
+    mutating func add(_ other: TypeCounts) {
+        for entry in other.entries { add(entry.type, count: entry.count) }
+    }
+
+    private func position(of name: String) -> Int? {
+        if let positions { return positions[name] }
+        return entries.firstIndex { $0.type == name }
     }
 
     var counts: [String: Int] {

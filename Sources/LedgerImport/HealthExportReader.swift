@@ -29,8 +29,17 @@ public struct HealthRecord: Sendable, Equatable {
         metadataEntries.last { $0.key == key }?.value
     }
 
+    /// The metadata the importer reads. A record keeps no other entries: one with ten million
+    /// of them held them all (347 MB).
+    static let readKeys = ["HKTimeZone", "HKMetadataKeySyncIdentifier", "HKMetadataKeySyncVersion"]
+
     mutating func addMetadata(key: String, value: String) {
-        metadataEntries.append((key, value))
+        guard HealthRecord.readKeys.contains(key) else { return }
+        if let index = metadataEntries.firstIndex(where: { $0.key == key }) {
+            metadataEntries[index].value = value
+        } else {
+            metadataEntries.append((key, value))
+        }
     }
 
     public static func == (a: HealthRecord, b: HealthRecord) -> Bool {
@@ -146,17 +155,30 @@ public final class HealthExportReader {
         let status = buffer.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { xml.parseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
         }
-        if status != 0 || parser?.pointee.wellFormed == 0 {
+        if failure != nil || status != 0 || parser?.pointee.wellFormed == 0 {
             ended = true
-            failure = malformed(atEnd: count == 0)
+            failure = failure ?? malformed(atEnd: count == 0)
         } else if count == 0 {
             ended = true
         }
     }
 
+    /// Deeper than any export nests (a record's metadata is at depth 3): libxml2, asked for no
+    /// limits (`XML_PARSE_HUGE`), keeps a stack entry per open element, and 30 million nested
+    /// elements took 1.3 GB.
+    static let maximumDepth = 64
+
     fileprivate func start(_ name: UnsafePointer<xmlChar>, attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>?, count: Int) {
         depth += 1
         sawElement = true
+        if depth > HealthExportReader.maximumDepth {
+            if failure == nil {
+                failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)),
+                                                message: "elements are nested more than \(HealthExportReader.maximumDepth) deep (an export nests 3); the file is not an export, or is damaged")
+                xml.stopParser(parser)
+            }
+            return
+        }
         if current != nil {
             // Inside a record only its own MetadataEntry children count.
             guard depth == currentDepth + 1, equals(name, "MetadataEntry"), let attributes else { return }

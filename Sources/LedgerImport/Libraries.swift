@@ -26,6 +26,7 @@ struct LibXML2: ImportLibrary, @unchecked Sendable {
     let freeDoc: ledger_xmlFreeDoc_fn
     let freeParserCtxt: ledger_xmlFreeParserCtxt_fn
     let setGenericErrorFunc: ledger_xmlSetGenericErrorFunc_fn
+    let stopParser: ledger_xmlStopParser_fn
 
     static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibXML2() }
 
@@ -39,6 +40,7 @@ struct LibXML2: ImportLibrary, @unchecked Sendable {
         freeDoc = try library.function("xmlFreeDoc", as: ledger_xmlFreeDoc_fn.self)
         freeParserCtxt = try library.function("xmlFreeParserCtxt", as: ledger_xmlFreeParserCtxt_fn.self)
         setGenericErrorFunc = try library.function("xmlSetGenericErrorFunc", as: ledger_xmlSetGenericErrorFunc_fn.self)
+        stopParser = try library.function("xmlStopParser", as: ledger_xmlStopParser_fn.self)
     }
 }
 

@@ -295,6 +295,44 @@ struct ImportTests {
         }
     }
 
+    /// What an import keeps of a file grows with the export, not with what a hostile file
+    /// repeats: nesting, metadata a record does not use, names of types it skips.
+    @Test("deep nesting is refused; unread metadata and skipped type names are bounded")
+    func boundedByTheExport() throws {
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            let deep = String(repeating: "<a>", count: 70) + String(repeating: "</a>", count: 70)
+            try "<HealthData>\n\(deep)\n</HealthData>\n".write(toFile: path, atomically: true, encoding: .utf8)
+            let nested = ledger(["import", "apple-health", path], db: db)
+            #expect(nested.status == 65 && nested.stderr.hasPrefix("Error: \(path) line 2: elements are nested more than 64 deep"), "\(nested.stderr)")
+
+            // 5,000 metadata entries the importer does not read, around the one it does.
+            let unread = (0..<5_000).map { #"<MetadataEntry key="k\#($0)" value="v"/>"# }.joined()
+            let skippedTypes = (0..<1_100).map { #"<Record type="T\#($0)" value="1"/>"# }.joined(separator: "\n")
+            let long = #"<Record type="\#(String(repeating: "L", count: 300))" value="1"/>"#
+            try """
+            <HealthData>
+            <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:00:00 +0200" endDate="2022-09-30 10:01:00 +0200" value="5">\(unread)<MetadataEntry key="HKTimeZone" value="Asia/Tokyo"/>\(unread)</Record>
+            \(skippedTypes)
+            \(long)
+            \(long)
+            </HealthData>
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let run = ledger(["import", "apple-health", path], db: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.hasPrefix("read 1103 records: appended 1, duplicates 0, superseded 0, skipped 1102 of other types"), "\(run.stdout)")
+            let lines = run.stdout.split(separator: "\n")
+            #expect(lines.filter { $0.hasPrefix("  skipped T") }.count == 1_000)
+            #expect(lines.contains("  skipped (more types than the 1,000 named above): 100"))
+            #expect(lines.contains("  skipped (type names over 200 bytes): 2"))
+            let zones = try EventLog(path: db, create: false).records().map { try $0.event() }.compactMap { event -> String? in
+                if case .sample(let sample) = event.payload { return sample.zone }
+                return nil
+            }
+            #expect(zones == ["Asia/Tokyo"])
+        }
+    }
+
     /// Comments are dropped before libxml2 sees the file; a `<!--` inside a processing
     /// instruction was taken for one, and every record up to the next `-->` was lost.
     @Test("markup that holds <!-- (a processing instruction, CDATA) loses no record")
