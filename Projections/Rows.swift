@@ -36,9 +36,9 @@ public enum ProjectionName: String, CaseIterable, Sendable {
 /// A projection row: its values by column (absent columns are left out of JSON).
 public struct Row: Sendable, Equatable {
     public var projection: ProjectionName
-    public var values: [String: JSONValue]
+    public var values: RowValues
 
-    public init(projection: ProjectionName, values: [String: JSONValue]) {
+    public init(projection: ProjectionName, values: RowValues) {
         self.projection = projection
         self.values = values
     }
@@ -49,7 +49,7 @@ public struct Row: Sendable, Equatable {
     /// The row as a JSON object of `columns`, in that order; absent values are left out.
     public func jsonBytes(columns: [String]) -> [UInt8] {
         var out: [UInt8] = []
-        JSONValue.writeOrderedObject(columns.map { ($0, values[$0]) }, to: &out)
+        JSONValue.writeOrderedObject(columns.lazy.map { ($0, values[$0]) }, to: &out)
         return out
     }
 
@@ -69,6 +69,37 @@ public struct Row: Sendable, Equatable {
         rows.map { ($0.sortKey, $0) }
             .sorted { $0.0.lexicographicallyPrecedes($1.0) { $0.utf8.lexicographicallyPrecedes($1.utf8) } }
             .map(\.1)
+    }
+}
+
+/// A row's values by column name, kept as a short list in the order given rather than hashed:
+/// a row has at most eleven columns, and building and reading a dictionary of them was a good
+/// part of printing rows (`project` of a year of daily rows) and of storing each commit's
+/// changes. Equal when they hold the same columns and values, in any order.
+public struct RowValues: Sendable, Equatable, ExpressibleByDictionaryLiteral {
+    public private(set) var pairs: [(column: String, value: JSONValue)]
+
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        pairs = []
+        pairs.reserveCapacity(elements.count)
+        for (column, value) in elements { self[column] = value }
+    }
+
+    public subscript(column: String) -> JSONValue? {
+        get { pairs.first { $0.column == column }?.value }
+        set {
+            let index = pairs.firstIndex { $0.column == column }
+            switch (index, newValue) {
+            case (let index?, let value?): pairs[index].value = value
+            case (let index?, nil): pairs.remove(at: index)
+            case (nil, let value?): pairs.append((column, value))
+            case (nil, nil): break
+            }
+        }
+    }
+
+    public static func == (a: RowValues, b: RowValues) -> Bool {
+        a.pairs.count == b.pairs.count && a.pairs.allSatisfy { b[$0.column] == $0.value }
     }
 }
 

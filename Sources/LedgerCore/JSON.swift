@@ -238,6 +238,9 @@ extension JSONValue {
 
     /// Writes an object whose keys keep the given order (for rows, whose columns have one);
     /// pairs with a nil value are left out.
+    /// Inlinable, so that each caller's sequence is specialized rather than walked through
+    /// protocol witnesses (whose metadata a fresh process first has to build).
+    @inlinable
     public static func writeOrderedObject(_ pairs: some Sequence<(String, JSONValue?)>, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
