@@ -132,8 +132,7 @@ struct CommandContext {
                 if let opened {
                     _ = opened.removeIfUntouched()
                 } else {
-                    // Not even opened: only the directory, if it was made and is still empty.
-                    rmdir(path)
+                    _ = EventLog.removeUnopened(path: path)
                 }
             }
             throw error

@@ -170,17 +170,43 @@ public final class EventLog: Sendable {
     /// `lock.mdb`; this one asks for it exclusively (its own shared lock does not stand in the
     /// way: `fcntl` locks belong to the process). Held, nobody else has the ledger open, and a
     /// process opening it now waits in LMDB until this one is gone, then finds no directory.
+    ///
+    /// Whatever it returns, this `EventLog` is done: closing the probe drops every lock the
+    /// process holds on `lock.mdb`, LMDB's own included.
     public func removeIfUntouched() -> Bool {
-        let fd = open(path + "/lock.mdb", O_RDWR | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }  // also drops this process's other locks on it: the ledger is done
+        EventLog.remove(path) { (try? isUntouched()) == true }
+    }
+
+    /// Removes what `mdb_env_open` made at `path` for a ledger that then could not be opened
+    /// (no memory to map it, a full disk): only when no other process has it open and its data
+    /// file holds no more than the two meta pages LMDB writes first, so nothing was ever
+    /// committed to it. Whether it did.
+    public static func removeUnopened(path: String) -> Bool {
+        remove(path) {
+            var info = stat()
+            return stat(path + "/data.mdb", &info) != 0 || Int(info.st_size) <= 2 * sysconf(Int32(_SC_PAGESIZE))
+        }
+    }
+
+    /// Removes the ledger at `path` when no other process has it open and `unused` says so
+    /// (asked with the lock held). A directory without `lock.mdb` is removed only if empty.
+    private static func remove(_ path: String, if unused: () -> Bool) -> Bool {
+        var directory = path
+        while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+        let fd = open(directory + "/lock.mdb", O_RDWR | O_CLOEXEC)
+        guard fd >= 0 else { return rmdir(directory) == 0 }
+        defer { close(fd) }
         var exclusive = flock()
         exclusive.l_type = Int16(F_WRLCK)
         exclusive.l_whence = Int16(SEEK_SET)
         exclusive.l_start = 0
         exclusive.l_len = 1
-        guard fcntl(fd, F_SETLK, &exclusive) == 0, (try? isUntouched()) == true else { return false }
-        return (try? FileManager.default.removeItem(atPath: path)) != nil
+        guard fcntl(fd, F_SETLK, &exclusive) == 0, unused() else { return false }
+        // Renamed away first: a process opening it by its path from here on finds no ledger,
+        // rather than making a lock file nobody holds beside a data file not yet removed.
+        let removing = directory + ".removing-\(getpid())"
+        guard rename(directory, removing) == 0 else { return false }
+        return (try? FileManager.default.removeItem(atPath: removing)) != nil
     }
 
     /// Sets the default zone of a new ledger (`ledger init`). Setting the zone it already has

@@ -33,21 +33,37 @@ struct EndToEndTests {
     func removalWaitsForOtherProcesses() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
-            let log = try EventLog(path: db, create: true)
-            // Another process with the ledger open: a subscriber waiting for changes.
+            _ = try EventLog(path: db, create: true)
+            // Another process with the ledger open: a subscriber waiting for changes, holding
+            // LMDB's lock on lock.mdb (seen in /proc/locks with its pid).
             let child = try SpawnedGroup(shell: #"exec "$LEDGER" subscribe daily --db "$DB""#, environment: ["LEDGER": binary, "DB": db])
-            let lockFile = URL(fileURLWithPath: db).appendingPathComponent("lock.mdb").standardizedFileURL.path
             var holding = false
             for _ in 0..<500 where !holding {
-                let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(child.pid)/fd")) ?? []
-                holding = fds.contains { (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(child.pid)/fd/\($0)")) == lockFile }
+                let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+                holding = locks.split(separator: "\n").contains { $0.split(separator: " ").contains(Substring(String(child.pid))) }
                 if !holding { usleep(10_000) }
             }
-            #expect(holding, "the subscriber never opened \(lockFile)")
-            #expect(!log.removeIfUntouched())
+            #expect(holding, "the subscriber never locked the ledger")
+            // Each attempt with its own EventLog: one that tried is done (its locks are gone).
+            #expect(try !EventLog(path: db, create: false).removeIfUntouched())
             #expect(FileManager.default.fileExists(atPath: db + "/data.mdb"))
             child.killGroup()
-            #expect(log.removeIfUntouched())
+            #expect(try EventLog(path: db, create: false).removeIfUntouched())
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
+    /// A failed open (here no memory to map the new ledger) used to leave LMDB's two files
+    /// behind, which read commands then took for a ledger.
+    @Test("an import whose new ledger cannot be opened leaves nothing behind")
+    func failedOpenLeavesNothing() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let export = db + ".xml"
+            try "<HealthData/>\n".write(toFile: export, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: export) }
+            let run = try runProcess("/bin/sh", ["-c", #"ulimit -v 150000; exec "$0" import apple-health "$1" --db "$2""#, binary, export, db])
+            #expect(run.status == 1 && run.stderr.contains("mdb_env_open"), "\(run.stderr)")
             #expect(!FileManager.default.fileExists(atPath: db))
         }
     }
