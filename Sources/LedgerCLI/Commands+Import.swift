@@ -145,7 +145,7 @@ struct ImportSummary {
     var superseded = 0
     /// Duplicates imported before with another zone (`--zone`, or none), which they keep.
     var keptZone = 0
-    var skipped = TypeCounts()
+    var skipped = TypeCounts(maximumNames: TypeCounts.summaryNames)
     /// Records of the kept types, by HealthKit type.
     var kept = TypeCounts()
     /// Records read up to the end of the last committed batch.
@@ -241,10 +241,17 @@ struct TypeCounts: Sendable {
     private var entries: [(type: String, count: Int)] = []
     private var positions: [String: Int]?
     private var last = 0
+    /// How many names are kept: the summary's; a chunk's are bounded by its records, and
+    /// capped there a type named in the summary lost the records of later chunks to "more".
+    private let maximumNames: Int
+
+    init(maximumNames: Int = .max) {
+        self.maximumNames = maximumNames
+    }
 
     /// HealthKit's longest type names are under 70 bytes.
     static let maximumNameBytes = 200
-    static let maximumNames = 1_000
+    static let summaryNames = 1_000
     static let longNames = "(type names over 200 bytes)"
     static let otherNames = "(more types than the 1,000 named above)"
 
@@ -254,7 +261,7 @@ struct TypeCounts: Sendable {
             return
         }
         var name = type.utf8.count > TypeCounts.maximumNameBytes ? TypeCounts.longNames : type
-        if name != TypeCounts.longNames, position(of: name) == nil, entries.count >= TypeCounts.maximumNames {
+        if name != TypeCounts.longNames, position(of: name) == nil, entries.count >= maximumNames {
             name = TypeCounts.otherNames
         }
         if let index = position(of: name) {

@@ -38,7 +38,9 @@ extension Commands {
         let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize, zone: zone)
         // Without --timezone an existing ledger keeps its zone: a bare `init` (a set-up script
         // run twice) set it back to UTC while the ledger held no event, and failed once it did.
-        if !existed || given != nil { try log.initialize(zone: zone) }
+        // A new one has its zone already, written as it was created (and if another `init`
+        // created it first, a bare one keeps that one's zone).
+        if given != nil { try log.initialize(zone: zone) }
         let head = try log.head()
         context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
         if existed, mapSize != nil {

@@ -227,10 +227,6 @@ public struct PreparedEvent: Sendable {
     public let payload: Event.Payload
     public let body: [UInt8]
     public let typed: [UInt8]
-    /// Whether the sample's `zone` (or its absence) is an importer's default for records that
-    /// name none (`import --zone`), not the record's own: a re-import may give it another one
-    /// (`EventLog.DuplicateRule.ignoringZone`).
-    public var zoneIsDefault = false
 
     public init(_ event: Event) {
         self.init(id: event.id, payload: event.payload, canonicalBody: event.document.canonicalBytes)

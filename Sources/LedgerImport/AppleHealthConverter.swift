@@ -61,10 +61,8 @@ public struct AppleHealthConverter: Sendable {
     /// so errors read exactly the same.
     public func prepared(for record: HealthRecord) throws -> PreparedEvent? {
         guard let type = AppleHealthConverter.keptTypes[record.type] else { return nil }
-        guard var prepared = try directlyPrepared(record, type: type) ?? event(for: record).map(PreparedEvent.init) else { return nil }
-        // No zone of its own (or one this machine does not know): its zone is `--zone`'s.
-        prepared.zoneIsDefault = !(record.metadata("HKTimeZone").map(Zone.isValid) ?? false)
-        return prepared
+        if let prepared = directlyPrepared(record, type: type) { return prepared }
+        return try event(for: record).map(PreparedEvent.init)
     }
 
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {

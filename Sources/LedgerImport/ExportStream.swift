@@ -11,10 +11,13 @@ import Foundation
 ///   file's): libxml2's push parser looks for a comment's end again from its start on every
 ///   chunk, so a comment of megabytes took minutes. Only comments: CDATA sections, processing
 ///   instructions and tags are passed on untouched, `<!--` inside them included (one in a
-///   processing instruction dropped everything up to the next `-->`, records too; one in an
-///   attribute value, which XML forbids, was taken out instead of refused).
-/// - a text, tag, CDATA section or processing instruction longer than 1 MiB is refused
-///   (`maximumGap`).
+///   processing instruction dropped everything up to the next `-->`, records too). A tag ends
+///   at its first `>`: a `<!--` in an attribute value, which XML forbids, is refused by the
+///   parser, unless a `>` stands before it in the value.
+/// - more than 1 MiB without markup boundary (`maximumGap`) is refused: a tag and the text
+///   after it, a comment, a DOCTYPE, a CDATA section, a processing instruction, or white
+///   space before the root. No export has one, and on a pipe or a device such input never
+///   ended.
 ///
 /// Reads are streamed in chunks; memory stays flat however large the file.
 final class ExportStream {
@@ -242,12 +245,14 @@ final class ExportStream {
                     }
                     if Array(bytes[index..<(index + ExportStream.doctypeOpen.count)]) == ExportStream.doctypeOpen {
                         doctype = .inside
+                        sinceTag = 0
                         index += ExportStream.doctypeOpen.count
                         continue
                     }
                     if bytes[index...].starts(with: ExportStream.commentOpen) {
                         // A comment before the root: dropped as later ones are, still looking
                         // for the DOCTYPE after it.
+                        sinceTag = 0
                         markup = .comment
                         index += ExportStream.commentOpen.count
                         continue
@@ -290,6 +295,11 @@ final class ExportStream {
                     doctype = .done
                 }
                 if bytes[index] > 0x20 { previousDoctypeByte = bytes[index] }
+                sinceTag += 1
+                if sinceTag > ExportStream.maximumGap {
+                    tooLong()
+                    return out
+                }
                 index += 1
             case .done:
                 appendMarkup(bytes[index...], to: &out)
@@ -327,6 +337,10 @@ final class ExportStream {
             if sinceTag > ExportStream.maximumGap { tooLong() }
             return sinceTag <= ExportStream.maximumGap
         }
+        /// These bytes end inside text or a tag: the rest goes out (counted).
+        func passToEnd() {
+            if within(bytes.endIndex - index) { emit(upTo: bytes.endIndex) }
+        }
         /// Moves past `close` (`]]>`, `?>`), which ends the markup; false when these bytes end
         /// first (what may begin `close` is held back).
         func pass(until close: [UInt8]) -> Bool {
@@ -344,9 +358,7 @@ final class ExportStream {
             switch markup {
             case .text:
                 guard let open = ExportStream.firstIndex(of: UInt8(ascii: "<"), in: bytes[index...]) else {
-                    guard within(bytes.endIndex - index) else { return }
-                    emit(upTo: bytes.endIndex)
-                    return
+                    return passToEnd()
                 }
                 guard within(open - index) else { return }
                 sinceTag = 0
@@ -358,24 +370,26 @@ final class ExportStream {
                 }
                 if rest.starts(with: ExportStream.commentOpen) {
                     emit(upTo: open)
+                    sinceTag = 0
                     markup = .comment
                     index = open + ExportStream.commentOpen.count
                     emitted = index
                 } else if rest.starts(with: ExportStream.cdataOpen) {
                     markup = .cdata
                     index = open + ExportStream.cdataOpen.count
+                } else if rest.dropFirst().first == UInt8(ascii: "?") {
+                    markup = .instruction
+                    index = open + 2  // its `?>` comes after its `<?`, as before the root
                 } else {
-                    markup = rest.dropFirst().first == UInt8(ascii: "?") ? .instruction : .tag
+                    markup = .tag
                     index = open + 1
                 }
             case .tag:
                 // The first `>` ends it. One inside a quoted value (which XML allows) ends it
-                // early, but what follows is passed on as text is: only a `<!--` in a value,
-                // which XML forbids, could then be taken for a comment.
+                // early, but what follows is passed on as text is: only a `<!--` in a value
+                // after such a `>` (XML forbids the `<`) is then taken for a comment.
                 guard let close = ExportStream.firstIndex(of: UInt8(ascii: ">"), in: bytes[index...]) else {
-                    guard within(bytes.endIndex - index) else { return }
-                    emit(upTo: bytes.endIndex)
-                    return
+                    return passToEnd()
                 }
                 guard within(close + 1 - index) else { return }
                 markup = .text
@@ -396,7 +410,7 @@ final class ExportStream {
     }
 
     private func tooLong() {
-        problem = "an element, a text, a CDATA section or a processing instruction runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
+        problem = "an element, text, comment, DOCTYPE, CDATA section or processing instruction runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
     }
 
     /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and
@@ -404,6 +418,11 @@ final class ExportStream {
     /// these bytes; their last two are then held in `carry`, as they may begin `-->`.
     private func skipComment(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Int? {
         let (end, stop) = ExportStream.search(ExportStream.commentClose, in: bytes)
+        sinceTag += (end ?? stop) - bytes.startIndex
+        if sinceTag > ExportStream.maximumGap {
+            tooLong()
+            return nil
+        }
         for byte in bytes[bytes.startIndex..<stop] where byte == 0x0A { out.append(0x0A) }
         guard let end else {
             carry = Array(bytes[stop...])

@@ -13,12 +13,12 @@ public struct HealthRecord: Sendable, Equatable {
     public var startDate: String?
     public var endDate: String?
     public var creationDate: String?
-    /// `MetadataEntry` children by key.
+    /// `MetadataEntry` children by key, of the keys the importer reads (`readKeys`).
     public var metadata: [String: String] {
         get { Dictionary(metadataEntries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last }) }
         set { metadataEntries = newValue.map { ($0.key, $0.value) } }
     }
-    /// The same entries as read, in a list: a record has one to three, and a dictionary made
+    /// The same entries, in a list: a record keeps at most three, and a dictionary made
     /// per record cost more than its lookups saved. A key given twice counts with its last value.
     private var metadataEntries: [(key: String, value: String)] = []
     /// The line of the `<Record` tag, for errors.

@@ -106,13 +106,15 @@ extension EventLog {
     public enum DuplicateRule: Sendable {
         /// The same id and the same content (SPEC §3.2); other content is a conflict.
         case exact
-        /// Also the same content but for the `zone`, for an event whose zone is an importer's
-        /// default (`PreparedEvent.zoneIsDefault`) and whose id was committed before this
-        /// batch: the stored event, and its zone, stay. `import` derives ids from a record's
-        /// content without the zone, and the zone of a record without `HKTimeZone` comes from
-        /// `--zone`: re-importing an overlapping export with another `--zone` (or none) would
-        /// otherwise stop on the first record imported before, and an import stopped there
-        /// could never be finished either way. A record's own zone still has to match.
+        /// Also the same content but for the `zone`, for an event whose id was committed before
+        /// this batch: the stored event, and its zone, stay. `import` derives ids from a
+        /// record's content without the zone, and the zone of a record without `HKTimeZone`
+        /// comes from `--zone`: re-importing an overlapping export with another `--zone` (or
+        /// none) would otherwise stop on the first record imported before, and an import
+        /// stopped there could never be finished either way. The same holds for a record whose
+        /// `HKTimeZone` the zone database did not know at its first import and knows now (its
+        /// zone was `--zone`'s then). The same id twice in one batch with two zones is still a
+        /// conflict: nothing says which one is meant.
         case ignoringZone
     }
 
@@ -207,7 +209,7 @@ extension EventLog {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
-                    let zoneOnly = rule == .ignoringZone && event.zoneIsDefault && existingSeq <= head.seq
+                    let zoneOnly = rule == .ignoringZone && existingSeq <= head.seq
                         && EventLog.sameContent(stored, body, ignoringZone: true)
                     return (zoneOnly, zoneOnly)
                 }

@@ -52,6 +52,39 @@ struct HealthExportReaderTests {
         #expect(throws: ImportError.self) { try readAll(open) }
     }
 
+    /// The pre-pass reads 256 KiB at a time and holds back what may begin a delimiter: every
+    /// delimiter of a processing instruction, a CDATA section, a comment and a tag is put
+    /// across the first read's end, byte by byte.
+    @Test("markup split across reads: every record is read, once")
+    func splitAcrossReads() throws {
+        func record(_ value: Int) -> String {
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="a &gt; b" value="\#(value)"/>"#
+        }
+        let body = "<?foo <!-- > ?>" + record(1) + "<![CDATA[ <!-- ?> --> ]]>" + record(2) + "<!-- c ]]> ?> <Record -->" + record(3)
+        let prefix = "<HealthData>\n"
+        let bodyBytes = Array(body.utf8)
+        // Each delimiter's place in the body.
+        var places: [Int] = []
+        for delimiter in ["<?", "?>", "<![CDATA[", "]]>", "<!--", "-->", "<Record", "/>"] {
+            var from = 0
+            while let found = bodyBytes[from...].firstRange(of: Array(delimiter.utf8)) {
+                places.append(found.lowerBound)
+                from = found.lowerBound + 1
+            }
+        }
+        let read = 1 << 18
+        for place in Set(places) {
+            for within in 0...(min(9, bodyBytes.count - place)) {
+                // The first read ends `within` bytes into the delimiter at `place`.
+                let padding = String(repeating: " ", count: read - prefix.utf8.count - place - within)
+                let path = try write(prefix + padding + body + "\n</HealthData>\n")
+                defer { try? FileManager.default.removeItem(atPath: path) }
+                let values = try readAll(path).map { $0.value ?? "" }
+                #expect(values == ["1", "2", "3"], "split \(within) bytes into the delimiter at \(place)")
+            }
+        }
+    }
+
     @Test("attributes, entities, metadata, correlations and nesting")
     func shapes() throws {
         let path = try write("""

@@ -27,6 +27,23 @@ let walkTogether = """
 
 @Suite("project, replay, rebuild")
 struct ProjectCommandTests {
+    /// The CLI writes rows through its own table of keys (RowSet), the server and the stored
+    /// changes through `Row.jsonBytes`: README promises the same bytes.
+    @Test("project's json and ndjson are the rows' own JSON, byte for byte, for every projection")
+    func rowsAsTheServerWritesThem() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: walkTogether + #"{"kind":"sample","type":"distance","value":1.25,"unit":"km","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"Watch \"2\""}"#, db: db).status == 0)
+            let log = try EventLog(path: db, create: false)
+            for projection in ProjectionName.allCases {
+                let rows = try log.rows(projection, filter: RowFilter())
+                #expect(!rows.isEmpty)
+                let lines = rows.map { String(decoding: $0.jsonBytes, as: UTF8.self) }
+                #expect(ledger(["project", projection.rawValue, "--format", "ndjson"], db: db).stdout == lines.map { $0 + "\n" }.joined())
+                #expect(ledger(["project", projection.rawValue, "--format", "json"], db: db).stdout == "[" + lines.joined(separator: ",") + "]\n")
+            }
+        }
+    }
+
     @Test("daily-steps merges sources; per-source does not (golden ndjson)")
     func dailyAndPerSource() throws {
         try withTemporaryLedger { db in

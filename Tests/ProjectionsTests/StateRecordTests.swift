@@ -25,6 +25,23 @@ struct StateRecordTests {
         }
     }
 
+    /// Rows used to be dictionaries: equal whatever the order, a column set to nil removed, and
+    /// (where a dictionary literal trapped) a column given twice keeps its last value.
+    @Test("row values compare and look up as the dictionary they replace did")
+    func rowValues() {
+        var values: RowValues = ["user": .string("ann"), "value": .int(3), "value": .int(4)]
+        #expect(values["value"] == .int(4) && values.pairs.count == 2)
+        #expect(values == ["value": .int(4), "user": .string("ann")])
+        #expect(values != ["user": .string("ann")])
+        #expect(values != ["user": .string("ann"), "value": .int(5)])
+        values["stale"] = .bool(true)
+        #expect(values.pairs.map(\.column) == ["user", "value", "stale"])
+        values["value"] = nil
+        #expect(values == ["user": .string("ann"), "stale": .bool(true)] && values["value"] == nil)
+        values["absent"] = nil
+        #expect(values.pairs.count == 2)
+    }
+
     /// Past `hashedFrom` names the index hashes them: it must find, and tell apart, exactly
     /// what the linear search did, by bytes (a precomposed and a decomposed "é" are two).
     @Test("a name index finds names by their bytes, in first-insertion order, before and after it hashes them")
