@@ -18,7 +18,7 @@ extension Commands {
         whole, and re-running after fixing the file completes the import.
         """,
         arguments: [("apple-health", "The format (the only one so far)."),
-                    ("FILE", "export.xml, or the export.zip the Health app writes.")],
+                    ("FILE", "export.xml, or the export.zip the Health app writes; - reads export.xml from standard input.")],
         options: [helpOption, dbOption,
                   OptionSpec(name: "user", value: "U", help: "The user the samples belong to (default: default)."),
                   OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone). Records imported before keep the zone they came in with."),
@@ -33,7 +33,8 @@ extension Commands {
             throw CLIError.usage("unknown import format '\(format)' (expected apple-health)", usage: usage)
         }
         guard arguments.positionals.count == 2 else { throw CLIError.usage("missing FILE", usage: usage) }
-        let path = arguments.positionals[1]
+        // `-` is standard input, as for `append` (a zip cannot come that way: ExportStream says so).
+        let path = arguments.positionals[1] == "-" ? "/dev/stdin" : arguments.positionals[1]
         let user = arguments.value("user") ?? "default"
         do throws(FieldError) { try EventDecoder.checkName(user, field: "--user") } catch { throw CLIError.usage(error.message, usage: usage) }
         var zone: String?

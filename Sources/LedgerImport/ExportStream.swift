@@ -15,9 +15,9 @@ import Foundation
 ///   at its first `>`: a `<!--` in an attribute value, which XML forbids, is refused by the
 ///   parser, unless a `>` stands before it in the value.
 /// - more than 1 MiB without markup boundary (`maximumGap`) is refused: a tag and the text
-///   after it, a comment, a DOCTYPE, a CDATA section, a processing instruction, or white
-///   space before the root. No export has one, and on a pipe or a device such input never
-///   ended.
+///   after it, a CDATA section, a processing instruction, or white space before the root. No
+///   export has one, and on a pipe or a device such input never ended. Comments and the
+///   DOCTYPE, dropped here, may be longer, up to 1 GiB (`maximumDropped`).
 ///
 /// Reads are streamed in chunks; memory stays flat however large the file.
 final class ExportStream {
@@ -50,6 +50,11 @@ final class ExportStream {
     /// No Health export has a tag or a text this long. libxml2 checks each attribute against
     /// all before it, so one element of 400,000 attributes (4.7 MB) took minutes.
     static let maximumGap = 1 << 20
+    /// What is dropped costs the parser nothing, whatever its length: this bound only ends an
+    /// endless comment or DOCTYPE (from a pipe or a device).
+    static let maximumDropped = 1 << 30
+    /// Bytes of the comment or DOCTYPE being dropped.
+    private var dropped = 0
     private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
     private static let cdataOpen = Array("<![CDATA[".utf8), cdataClose = Array("]]>".utf8)
     private static let instructionClose = Array("?>".utf8)
@@ -68,9 +73,14 @@ final class ExportStream {
         let regular = (info.st_mode & S_IFMT) == S_IFREG
         // An archive's first entry, or the end of an archive with no entry at all.
         if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] || magic == [0x50, 0x4B, 0x05, 0x06] {
-            close(fd)
             guard regular else {
+                close(fd)
                 throw ImportError.cannotOpen(path: path, reason: "a zip archive must be a file, not a pipe (libzip reads its directory at the end); unzip it and pipe export.xml, or save the archive first")
+            }
+            let entries = ExportStream.zipEntryCount(fd, size: Int64(info.st_size))
+            close(fd)
+            if let entries, entries > ExportStream.maximumEntries {
+                throw ImportError.unusableArchive(path: path, reason: "it lists \(entries) entries, and an export has a few thousand at most (libzip holds the whole directory in memory: a million took 295 MB)")
             }
             var code: Int32 = 0
             let zip = try LibZip.load(for: path)
@@ -133,6 +143,33 @@ final class ExportStream {
             source = .file(fd)
             totalBytes = regular ? Int64(info.st_size) : 0
         }
+    }
+
+    /// More entries than any export.zip has (its `export.xml`, `export_cda.xml`, a route per
+    /// workout, an ECG per recording).
+    static let maximumEntries: UInt64 = 100_000
+
+    /// The number of entries the zip archive open as `fd` says it has (its end of central
+    /// directory record, or the ZIP64 one), read before libzip reads the whole directory;
+    /// nil when no such record is found (libzip then says what is wrong).
+    static func zipEntryCount(_ fd: Int32, size: Int64) -> UInt64? {
+        // The record is 22 bytes and a comment of up to 65,535 follows it.
+        let length = Int(min(size, 22 + 65_535 + 20))
+        var tail = [UInt8](repeating: 0, count: length)
+        guard pread(fd, &tail, length, off_t(size) - off_t(length)) == length else { return nil }
+        func u16(_ at: Int) -> UInt64 { UInt64(tail[at]) | UInt64(tail[at + 1]) << 8 }
+        func u32(_ at: Int) -> UInt64 { u16(at) | u16(at + 2) << 16 }
+        var at = length - 22
+        while at >= 0, !(tail[at] == 0x50 && tail[at + 1] == 0x4B && tail[at + 2] == 0x05 && tail[at + 3] == 0x06) { at -= 1 }
+        guard at >= 0 else { return nil }
+        let count = u16(at + 10)
+        // 0xFFFF: the count is in the ZIP64 record, which the locator just before names.
+        guard count == 0xFFFF, at >= 20, u32(at - 20) == 0x0706_4B50 else { return count }
+        let record = u32(at - 20 + 8) | u32(at - 20 + 12) << 32
+        var zip64 = [UInt8](repeating: 0, count: 40)
+        guard record < UInt64(size), pread(fd, &zip64, 40, off_t(record)) == 40,
+              zip64[0] == 0x50, zip64[1] == 0x4B, zip64[2] == 0x06, zip64[3] == 0x06 else { return nil }
+        return (0..<8).reduce(UInt64(0)) { $0 | UInt64(zip64[32 + $1]) << (8 * UInt64($1)) }
     }
 
     /// Reads `file` (an entry of an archive) to its end, which makes libzip check its CRC-32.
@@ -245,14 +282,14 @@ final class ExportStream {
                     }
                     if Array(bytes[index..<(index + ExportStream.doctypeOpen.count)]) == ExportStream.doctypeOpen {
                         doctype = .inside
-                        sinceTag = 0
+                        dropped = 0
                         index += ExportStream.doctypeOpen.count
                         continue
                     }
                     if bytes[index...].starts(with: ExportStream.commentOpen) {
                         // A comment before the root: dropped as later ones are, still looking
                         // for the DOCTYPE after it.
-                        sinceTag = 0
+                        dropped = 0
                         markup = .comment
                         index += ExportStream.commentOpen.count
                         continue
@@ -295,9 +332,9 @@ final class ExportStream {
                     doctype = .done
                 }
                 if bytes[index] > 0x20 { previousDoctypeByte = bytes[index] }
-                sinceTag += 1
-                if sinceTag > ExportStream.maximumGap {
-                    tooLong()
+                dropped += 1
+                if dropped > ExportStream.maximumDropped {
+                    droppedTooLong()
                     return out
                 }
                 index += 1
@@ -370,7 +407,7 @@ final class ExportStream {
                 }
                 if rest.starts(with: ExportStream.commentOpen) {
                     emit(upTo: open)
-                    sinceTag = 0
+                    dropped = 0
                     markup = .comment
                     index = open + ExportStream.commentOpen.count
                     emitted = index
@@ -410,7 +447,11 @@ final class ExportStream {
     }
 
     private func tooLong() {
-        problem = "an element, text, comment, DOCTYPE, CDATA section or processing instruction runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
+        problem = "an element, a text, a CDATA section or a processing instruction runs past 1 MiB (no Health export has one); the file is not an export, or is damaged"
+    }
+
+    private func droppedTooLong() {
+        problem = "a comment or the DOCTYPE runs past 1 GiB; the file is not an export, or is damaged"
     }
 
     /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and
@@ -418,9 +459,9 @@ final class ExportStream {
     /// these bytes; their last two are then held in `carry`, as they may begin `-->`.
     private func skipComment(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Int? {
         let (end, stop) = ExportStream.search(ExportStream.commentClose, in: bytes)
-        sinceTag += (end ?? stop) - bytes.startIndex
-        if sinceTag > ExportStream.maximumGap {
-            tooLong()
+        dropped += (end ?? stop) - bytes.startIndex
+        if dropped > ExportStream.maximumDropped {
+            droppedTooLong()
             return nil
         }
         for byte in bytes[bytes.startIndex..<stop] where byte == 0x0A { out.append(0x0A) }
