@@ -6,4 +6,12 @@ signal(SIGPIPE, SIG_IGN)
 // A read of a data.mdb cut short ends with one line and exit 1, not a crash.
 LedgerCommandLine.reportCutLedgerOnSIGBUS()
 
+// Arguments are read as UTF-8. One that is not (a file name in another encoding) reached the
+// command with U+FFFD in place of its bytes, and named a file that does not exist.
+for index in 1..<Int(CommandLine.argc) {
+    guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
+    FileHandle.standardError.write(Data("Error: argument \(index) is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)\n".utf8))
+    exit(64)
+}
+
 exit(LedgerCommandLine.run(arguments: Array(CommandLine.arguments.dropFirst())))

@@ -68,6 +68,16 @@ struct EndToEndTests {
         }
     }
 
+    /// Arguments are read as UTF-8: one that is not used to reach the command mangled, and
+    /// an import said a file with U+FFFD in its name did not exist.
+    @Test("an argument that is not UTF-8 is a usage error that says so")
+    func argumentNotUTF8() throws {
+        let binary = try ledgerBinary()
+        let run = try runProcess("/bin/sh", ["-c", #"exec "$0" import apple-health "$(printf 'ok\377.xml')""#, binary])
+        #expect(run.status == 64)
+        #expect(run.stderr == "Error: argument 3 is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)\n")
+    }
+
     @Test("the binary allocates with jemalloc (linked for speed, see Package.swift)")
     func allocator() throws {
         let binary = try ledgerBinary()
