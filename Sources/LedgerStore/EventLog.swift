@@ -196,11 +196,7 @@ public final class EventLog: Sendable {
         let fd = open(directory + "/lock.mdb", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { return rmdir(directory) == 0 }
         defer { close(fd) }
-        var exclusive = flock()
-        exclusive.l_type = Int16(F_WRLCK)
-        exclusive.l_whence = Int16(SEEK_SET)
-        exclusive.l_start = 0
-        exclusive.l_len = 1
+        var exclusive = Environment.exclusiveOpenLock
         guard fcntl(fd, F_SETLK, &exclusive) == 0, unused() else { return false }
         // Renamed away first: a process opening it by its path from here on finds no ledger,
         // rather than making a lock file nobody holds beside a data file not yet removed.

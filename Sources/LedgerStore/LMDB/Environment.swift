@@ -74,13 +74,21 @@ public final class Environment: @unchecked Sendable {
         let fd = open(lockFile, O_RDONLY)
         guard fd >= 0 else { return errno == ENOENT ? nil : cannotTell() }
         defer { close(fd) }
+        var lock = exclusiveOpenLock
+        guard fcntl(fd, F_GETLK, &lock) == 0 else { return cannotTell() }
+        return lock.l_type == Int16(F_UNLCK) ? nil : "another process has the ledger open"
+    }
+
+    /// A write lock on the first byte of `lock.mdb`, where every process with the environment
+    /// open holds a shared lock (LMDB's `mdb_env_excl_lock`): asking for it tells whether
+    /// another process has the ledger open.
+    static var exclusiveOpenLock: flock {
         var lock = flock()
         lock.l_type = Int16(F_WRLCK)
         lock.l_whence = Int16(SEEK_SET)
         lock.l_start = 0
         lock.l_len = 1
-        guard fcntl(fd, F_GETLK, &lock) == 0 else { return cannotTell() }
-        return lock.l_type == Int16(F_UNLCK) ? nil : "another process has the ledger open"
+        return lock
     }
 
     private static func openEnvironment(_ path: String, mapSize: Int?, maxDatabases: Int, flags: UInt32) throws -> OpaquePointer {
