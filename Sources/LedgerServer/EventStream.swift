@@ -47,8 +47,11 @@ final class EventStream: @unchecked Sendable {
         self.client = client
         self.cursor = cursor
         self.sentOfNext = sentOfNext
-        // The stream opens with a comment so the client sees the headers at once.
-        pending = Array(": stream from seq \(cursor)\n\n".utf8)
+        // The stream opens with a comment so the client sees the headers at once. It names the
+        // position resumed from as the client gave it: a seq, or inside one (`1.0`, which said
+        // `seq 0` before: true of whole seqs, but not where the stream goes on).
+        let from = sentOfNext > 0 ? "\(cursor + 1).\(sentOfNext - 1)" : "\(cursor)"
+        pending = Array(": stream from seq \(from)\n\n".utf8)
     }
 
     /// The subscriber's position: every change up to it was sent.

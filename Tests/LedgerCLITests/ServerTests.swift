@@ -448,12 +448,14 @@ struct ServerTests {
             // Resuming after the first gives the second only; after the seq, nothing of it.
             let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
                                         headers: f.auth.merging(["Last-Event-ID": "1.0"]) { $1 })
+            #expect(try resumed.next()?.comment == "stream from seq 1.0")
             #expect(try resumed.nextChange() == second)
             // An EventSource polyfill puts it in the query instead, beside the original `from`.
             let polyfill = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=0&lastEventId=1.0", headers: f.auth)
             #expect(try polyfill.nextChange() == second)
             let after = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
                                       headers: f.auth.merging(["Last-Event-ID": "1"]) { $1 })
+            #expect(try after.next()?.comment == "stream from seq 1")
             #expect(try f.post(step(minute: 3)).status == 200)
             #expect(try after.nextChange()?.id == "2")
             for bad in ["1.x", "0.0", "1.2.3", "-1"] {
