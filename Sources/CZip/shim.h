@@ -14,4 +14,7 @@ typedef __typeof__(&zip_fread) ledger_zip_fread_fn;
 typedef __typeof__(&zip_fclose) ledger_zip_fclose_fn;
 typedef __typeof__(&zip_close) ledger_zip_close_fn;
 typedef __typeof__(&zip_file_strerror) ledger_zip_file_strerror_fn;
+typedef __typeof__(&zip_error_init_with_code) ledger_zip_error_init_with_code_fn;
+typedef __typeof__(&zip_error_strerror) ledger_zip_error_strerror_fn;
+typedef __typeof__(&zip_error_fini) ledger_zip_error_fini_fn;
 #endif

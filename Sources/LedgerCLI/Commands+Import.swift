@@ -255,14 +255,15 @@ struct TypeCounts: Sendable {
     static let summaryNames = 1_000
     static let longNames = "(type names over 200 bytes)"
     static let otherNames = "(more types than the 1,000 named above)"
+    static let noName = "(records without a type)"
 
     mutating func add(_ type: String, count: Int = 1) {
         if last < entries.count, entries[last].type == type {
             entries[last].count += count
             return
         }
-        var name = type.utf8.count > TypeCounts.maximumNameBytes ? TypeCounts.longNames : type
-        if name != TypeCounts.longNames, position(of: name) == nil, entries.count >= maximumNames {
+        var name = type.isEmpty ? TypeCounts.noName : type.utf8.count > TypeCounts.maximumNameBytes ? TypeCounts.longNames : type
+        if name != TypeCounts.longNames, name != TypeCounts.noName, position(of: name) == nil, entries.count >= maximumNames {
             name = TypeCounts.otherNames
         }
         if let index = position(of: name) {

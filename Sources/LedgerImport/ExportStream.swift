@@ -85,7 +85,7 @@ final class ExportStream {
             var code: Int32 = 0
             let zip = try LibZip.load(for: path)
             guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
-                throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (libzip error \(code))")
+                throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (\(zip.describe(code)))")
             }
             var found: [(index: Int64, name: String)] = []
             for candidate in 0..<max(0, zip.getNumEntries(archive, 0)) {

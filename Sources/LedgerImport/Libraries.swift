@@ -57,6 +57,18 @@ struct LibZip: ImportLibrary, @unchecked Sendable {
     let fclose: ledger_zip_fclose_fn
     let close: ledger_zip_close_fn
     let fileError: ledger_zip_file_strerror_fn
+    let errorInit: ledger_zip_error_init_with_code_fn
+    let errorText: ledger_zip_error_strerror_fn
+    let errorFini: ledger_zip_error_fini_fn
+
+    /// libzip's text for an error code `zip_open` gave ("Not a zip archive", "Premature end of
+    /// file"): its number alone told the user nothing.
+    func describe(_ code: Int32) -> String {
+        var error = zip_error_t()
+        errorInit(&error, code)
+        defer { errorFini(&error) }
+        return errorText(&error).map { String(cString: $0) } ?? "libzip error \(code)"
+    }
 
     static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibZip() }
 
@@ -72,5 +84,8 @@ struct LibZip: ImportLibrary, @unchecked Sendable {
         fclose = try library.function("zip_fclose", as: ledger_zip_fclose_fn.self)
         close = try library.function("zip_close", as: ledger_zip_close_fn.self)
         fileError = try library.function("zip_file_strerror", as: ledger_zip_file_strerror_fn.self)
+        errorInit = try library.function("zip_error_init_with_code", as: ledger_zip_error_init_with_code_fn.self)
+        errorText = try library.function("zip_error_strerror", as: ledger_zip_error_strerror_fn.self)
+        errorFini = try library.function("zip_error_fini", as: ledger_zip_error_fini_fn.self)
     }
 }

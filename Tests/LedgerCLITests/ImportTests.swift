@@ -147,6 +147,7 @@ struct ImportTests {
                     z.writestr("other/export.xml", xml)
                     z.writestr("apple_health_export/export.xml", xml)
                 zipfile.ZipFile(folder + "/none.zip", "w").close()
+                open(folder + "/cut.zip", "wb").write(data[:60])
                 # More entries than 65,535: the count is in the ZIP64 record.
                 with zipfile.ZipFile(folder + "/many.zip", "w", zipfile.ZIP_STORED) as z:
                     z.writestr("apple_health_export/export.xml", xml)
@@ -161,6 +162,8 @@ struct ImportTests {
                 ("damaged.zip", "export.xml inside it is damaged (CRC error); nothing was imported"),
                 ("two.zip", "the archive holds 2 files named export.xml (other/export.xml, apple_health_export/export.xml); unzip the one to import and import that file"),
                 ("none.zip", "the archive holds no export.xml"),
+                // libzip's own words for what is wrong, not its error number (it said "libzip error 19").
+                ("cut.zip", "not a readable zip archive (Not a zip archive)"),
                 // libzip holds the whole directory in memory: a million entries took 295 MB.
                 ("many.zip", "it lists 100001 entries, and an export has a few thousand at most (libzip holds the whole directory in memory: a million took 295 MB)"),
             ]
@@ -323,15 +326,17 @@ struct ImportTests {
             \(skippedTypes)
             \(long)
             \(long)
+            <Record value="1"/>
             </HealthData>
             """.write(toFile: path, atomically: true, encoding: .utf8)
             let run = ledger(["import", "apple-health", path], db: db)
             #expect(run.status == 0, "\(run.stderr)")
-            #expect(run.stdout.hasPrefix("read 1103 records: appended 1, duplicates 0, superseded 0, skipped 1102 of other types"), "\(run.stdout)")
+            #expect(run.stdout.hasPrefix("read 1104 records: appended 1, duplicates 0, superseded 0, skipped 1103 of other types"), "\(run.stdout)")
             let lines = run.stdout.split(separator: "\n")
             #expect(lines.filter { $0.hasPrefix("  skipped T") }.count == 1_000)
             #expect(lines.contains("  skipped (more types than the 1,000 named above): 100"))
             #expect(lines.contains("  skipped (type names over 200 bytes): 2"))
+            #expect(lines.contains("  skipped (records without a type): 1"))  // it said "skipped : 1"
             let zones = try EventLog(path: db, create: false).records().map { try $0.event() }.compactMap { event -> String? in
                 if case .sample(let sample) = event.payload { return sample.zone }
                 return nil
