@@ -10,6 +10,8 @@ enum CLIError: Error {
     case runtime(String)
     /// Exit 65: invalid input data.
     case data(String)
+    /// Exit 130: stopped by SIGINT or SIGTERM; the message says what was kept.
+    case interrupted(String)
 }
 
 /// An option a command accepts.

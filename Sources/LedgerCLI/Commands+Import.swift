@@ -60,6 +60,9 @@ extension Commands {
             }
             throw CLIError.runtime(error.description)
         }
+        // SIGINT or SIGTERM stops the import between batches, saying what is in the ledger (it
+        // used to end the process at once, whole batches kept, with nothing said).
+        catchInterrupts()
         // A ledger this import created and nobody committed to is removed if it fails, as
         // `append` removes one: a refused file leaves nothing behind.
         return try context.withCreatedLog(arguments) { log in
@@ -97,6 +100,7 @@ extension Commands {
                     chunk.progress = reader.progress
                     try emit(chunk)
                 }, consume: { (chunk: ImportChunk) in
+                    if interrupted.load(ordering: .relaxed) { throw ImportInterrupted() }
                     if !chunk.events.isEmpty {
                         let result = try log.append(duplicates: .ignoringZone) { add in
                             // Each event is lent to `add` in place, not copied out of the list
@@ -124,6 +128,9 @@ extension Commands {
                     throw CLIError.data("\(error.description(in: path)); \(summary.committedNote)")
                 case let error as InputError:
                     throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+                case is ImportInterrupted:
+                    throw CLIError.interrupted(summary.committedRecords == 0 ? "nothing was imported"
+                        : "the \(summary.committedRecords) records read before are in the ledger; run the same command again to finish (what is already imported counts as duplicates)")
                 default:
                     throw error
                 }
@@ -137,6 +144,9 @@ extension Commands {
         }
     }
 }
+
+/// SIGINT or SIGTERM arrived: the import stops before its next batch.
+private struct ImportInterrupted: Error {}
 
 /// Counts for the closing summary of an import.
 struct ImportSummary {

@@ -85,6 +85,9 @@ public enum LedgerCommandLine {
         case .data(let message):
             context.stderr.write("Error: \(visibleCharacters(message))\n")
             return 65
+        case .interrupted(let message):
+            context.stderr.write("Interrupted: \(visibleCharacters(message))\n")
+            return 130
         }
     }
 }

@@ -68,6 +68,39 @@ struct EndToEndTests {
         }
     }
 
+    /// SIGINT or SIGTERM ended an import at once: whole batches were kept, but nothing said
+    /// so. (SIGTERM here: a test runner's children may inherit SIGINT ignored.)
+    @Test("SIGTERM stops an import between batches, says what is in the ledger, and a re-run finishes it")
+    func interruptedImport() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let export = db + ".xml"
+            let count = 30_000
+            let records = (0..<count).map { #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:00:00 +0200" endDate="2022-09-30 10:01:00 +0200" value="\#($0)"/>"# }
+            try ("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n").write(toFile: export, atomically: true, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: export) }
+            let child = try SpawnedGroup(shell: #"exec "$LEDGER" import apple-health "$FILE" --db "$DB" --batch 100 2>&1"#,
+                                         environment: ["LEDGER": binary, "FILE": export, "DB": db])
+            // Interrupted once some batches are in, well before the end.
+            var head: UInt64 = 0
+            for _ in 0..<2_000 where head == 0 {
+                usleep(5_000)
+                head = (try? EventLog(path: db, create: false).head().seq) ?? 0
+            }
+            kill(child.pid, SIGTERM)
+            var status: Int32 = 0
+            waitpid(child.pid, &status, 0)
+            let printed = child.readRemainingOutput()
+            #expect((status >> 8) & 0xFF == 130, "\(printed)")
+            let kept = try EventLog(path: db, create: false).head().seq
+            #expect(kept > 0 && kept < UInt64(count), "\(kept) of \(count)")
+            #expect(printed == "Interrupted: the \(kept) records read before are in the ledger; run the same command again to finish (what is already imported counts as duplicates)\n")
+            let rerun = try runProcess(binary, ["import", "apple-health", export, "--db", db])
+            #expect(rerun.status == 0)
+            #expect(rerun.stdout.hasPrefix("read \(count) records: appended \(UInt64(count) - kept), duplicates \(kept), "), "\(rerun.stdout)")
+        }
+    }
+
     /// Arguments are read as UTF-8: one that is not used to reach the command mangled, and
     /// an import said a file with U+FFFD in its name did not exist.
     @Test("an argument that is not UTF-8 is a usage error that says so")
