@@ -186,8 +186,19 @@ extension Commands {
     ) { arguments, context in
         let usage = arguments.usage
         let action = arguments.positionals.first
+        /// An option or a NAME the action has no use for is a usage error, not ignored
+        /// (`client list --admin` listed every client, admin or not).
+        func refuse(_ options: [String], names: Int) throws {
+            for name in options where arguments.flags.contains(name) || arguments.options[name] != nil {
+                throw CLIError.usage("--\(name) does not apply to 'client \(action ?? "")'", usage: usage)
+            }
+            if arguments.positionals.count > names + 1 {
+                throw CLIError.usage("'client \(action ?? "")' takes \(names == 0 ? "no NAME" : "one NAME"), got '\(arguments.positionals[names + 1])'", usage: usage)
+            }
+        }
         switch action {
         case "add":
+            try refuse(["format"], names: 1)
             guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
             let log = try context.openLog(arguments, create: true)
             do {
@@ -198,6 +209,7 @@ extension Commands {
                 throw CLIError.data(error.description)
             }
         case "list":
+            try refuse(["admin"], names: 0)
             let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage)
             let log = try context.openLog(arguments, create: false)
             var rows = RowSet(columns: ["name", "admin", "created"])
@@ -206,6 +218,7 @@ extension Commands {
             }
             rows.write(format, to: context.stdout)
         case "remove":
+            try refuse(["admin", "format"], names: 1)
             guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
             let log = try context.openLog(arguments, create: false)
             do {
