@@ -59,8 +59,7 @@ struct EndToEndTests {
     func failedOpenLeavesNothing() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
-            let export = db + ".xml"
-            try "<HealthData/>\n".write(toFile: export, atomically: true, encoding: .utf8)
+            let export = try exportBeside(db, "<HealthData/>\n")
             defer { try? FileManager.default.removeItem(atPath: export) }
             let run = try runProcess("/bin/sh", ["-c", #"ulimit -v 150000; exec "$0" import apple-health "$1" --db "$2""#, binary, export, db])
             #expect(run.status == 1 && run.stderr.contains("mdb_env_open"), "\(run.stderr)")
@@ -74,10 +73,9 @@ struct EndToEndTests {
     func interruptedImport() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
-            let export = db + ".xml"
             let count = 30_000
             let records = (0..<count).map { #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:00:00 +0200" endDate="2022-09-30 10:01:00 +0200" value="\#($0)"/>"# }
-            try ("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n").write(toFile: export, atomically: true, encoding: .utf8)
+            let export = try exportBeside(db, "<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n")
             defer { try? FileManager.default.removeItem(atPath: export) }
             let child = try SpawnedGroup(shell: #"exec "$LEDGER" import apple-health "$FILE" --db "$DB" --batch 100 2>&1"#,
                                          environment: ["LEDGER": binary, "FILE": export, "DB": db])
@@ -481,4 +479,12 @@ struct ReadOnlyMediaTests {
             #expect(try runProcess(binary, ["stats", "--db", readOnly]).status == 0)
         }
     }
+}
+
+/// Writes `xml` as an export beside the temporary ledger `db` (outside its directory, which
+/// the tests expect to see created or not); the caller removes it.
+private func exportBeside(_ db: String, _ xml: String) throws -> String {
+    let path = db + ".xml"
+    try xml.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
 }
