@@ -12,8 +12,8 @@ import Foundation
 ///   chunk, so a comment of megabytes took minutes. Only comments: CDATA sections, processing
 ///   instructions and tags are passed on untouched, `<!--` inside them included (one in a
 ///   processing instruction dropped everything up to the next `-->`, records too). A tag ends
-///   at its first `>`: a `<!--` in an attribute value, which XML forbids, is refused by the
-///   parser, unless a `>` stands before it in the value.
+///   at its first `>` outside a `"`-quoted value: a `<!--` in an attribute value, which XML
+///   forbids, reaches the parser, which refuses it.
 /// - more than 1 MiB without markup boundary (`maximumGap`) is refused: a tag and the text
 ///   after it, a CDATA section, a processing instruction, or white space before the root. No
 ///   export has one, and on a pipe or a device such input never ended. Comments and the
@@ -42,6 +42,8 @@ final class ExportStream {
     /// processing instruction (`<?`, up to `?>`), a comment or a CDATA section, or in text.
     private enum Markup { case text, tag, instruction, comment, cdata }
     private var markup: Markup = .text
+    /// Inside a tag, whether an odd number of `"` has been seen: a `>` then stands in a value.
+    private var inQuotedValue = false
     /// Bytes since the last `<` outside comments: one tag and the text after it, a CDATA
     /// section or a processing instruction.
     private var sinceTag = 0
@@ -419,18 +421,22 @@ final class ExportStream {
                     index = open + 2  // its `?>` comes after its `<?`, as before the root
                 } else {
                     markup = .tag
+                    inQuotedValue = false
                     index = open + 1
                 }
             case .tag:
-                // The first `>` ends it. One inside a quoted value (which XML allows) ends it
-                // early, but what follows is passed on as text is: only a `<!--` in a value
-                // after such a `>` (XML forbids the `<`) is then taken for a comment.
+                // The first `>` outside a quoted value ends it (XML allows `>` in a value; a
+                // `<!--` after one, in the value, was taken for a comment). Apple quotes values
+                // with `"`; a `'`-quoted value holding `"` and `>` would end the tag early,
+                // which only lets what follows through as text.
                 guard let close = ExportStream.firstIndex(of: UInt8(ascii: ">"), in: bytes[index...]) else {
+                    if ExportStream.count(UInt8(ascii: "\""), in: bytes[index...]) % 2 == 1 { inQuotedValue.toggle() }
                     return passToEnd()
                 }
+                if ExportStream.count(UInt8(ascii: "\""), in: bytes[index..<close]) % 2 == 1 { inQuotedValue.toggle() }
                 guard within(close + 1 - index) else { return }
-                markup = .text
                 index = close + 1
+                if !inQuotedValue { markup = .text }
             case .instruction:
                 guard pass(until: ExportStream.instructionClose) else { return }
             case .comment:
@@ -483,6 +489,17 @@ final class ExportStream {
             from = candidate + 1
         }
         return (nil, max(bytes.startIndex, bytes.endIndex - (close.count - 1)))
+    }
+
+    /// How many times `byte` occurs in `bytes`, found with `memchr`.
+    private static func count(_ byte: UInt8, in bytes: ArraySlice<UInt8>) -> Int {
+        var found = 0
+        var from = bytes.startIndex
+        while let next = firstIndex(of: byte, in: bytes[from...]) {
+            found += 1
+            from = next + 1
+        }
+        return found
     }
 
     /// `bytes.firstIndex(of: byte)` with `memchr`.

@@ -58,14 +58,14 @@ struct HealthExportReaderTests {
     @Test("markup split across reads: every record is read, once")
     func splitAcrossReads() throws {
         func record(_ value: Int) -> String {
-            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="a &gt; b" value="\#(value)"/>"#
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="a > b &gt; c" value="\#(value)"/>"#
         }
         let body = "<?foo <!-- > ?>" + record(1) + "<![CDATA[ <!-- ?> --> ]]>" + record(2) + "<!-- c ]]> ?> <Record -->" + record(3)
         let prefix = "<HealthData>\n"
         let bodyBytes = Array(body.utf8)
         // Each delimiter's place in the body.
         var places: [Int] = []
-        for delimiter in ["<?", "?>", "<![CDATA[", "]]>", "<!--", "-->", "<Record", "/>"] {
+        for delimiter in ["<?", "?>", "<![CDATA[", "]]>", "<!--", "-->", "<Record", "/>", "\"a > b", "b &gt; c\""] {
             var from = 0
             while let found = bodyBytes[from...].firstRange(of: Array(delimiter.utf8)) {
                 places.append(found.lowerBound)

@@ -703,6 +703,11 @@ struct ImportTests {
                 .write(toFile: path, atomically: true, encoding: .utf8)
             let inValue = ledger(["import", "apple-health", path], db: db)
             #expect(inValue.status == 65 && inValue.stderr.hasPrefix("Error: \(path) line 2: "), "\(inValue.stderr)")
+            // Also after a `>` in the value (which XML allows): the tag does not end there.
+            try "<HealthData>\n<Record type=\"HKQuantityTypeIdentifierStepCount\" sourceName=\"a><!--x-->b\" unit=\"count\" startDate=\"2022-09-30 10:00:00 +0200\" endDate=\"2022-09-30 10:01:00 +0200\" value=\"5\"/>\n</HealthData>\n"
+                .write(toFile: path, atomically: true, encoding: .utf8)
+            let afterGreater = ledger(["import", "apple-health", path], db: db)
+            #expect(afterGreater.status == 65 && afterGreater.stderr.hasPrefix("Error: \(path) line 2: "), "\(afterGreater.stderr)")
             // Every refusal left no ledger behind: none existed, and none was committed to.
             #expect(!FileManager.default.fileExists(atPath: db))
         }
