@@ -345,6 +345,28 @@ struct ImportTests {
         }
     }
 
+    /// Each batch capped its own type names at 1,000 before the summary added them up: a type
+    /// the summary names lost the records a later batch held past its own 1,000th name.
+    @Test("a skipped type the summary names counts all its records, whatever batch they are in")
+    func skippedCountsAcrossBatches() throws {
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            func step(_ minute: Int) -> String {
+                #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:0\#(minute):00 +0200" endDate="2022-09-30 10:0\#(minute):30 +0200" value="5"/>"#
+            }
+            // With --batch 1 the first batch ends after the first step: A, then 1,000 other
+            // names before A again, in the second.
+            let others = (0..<1_000).map { #"<Record type="B\#($0)" value="1"/>"# }
+            try (["<HealthData>", #"<Record type="A" value="1"/>"#, step(1)] + others + [#"<Record type="A" value="1"/>"#, step(2), "</HealthData>"])
+                .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            let run = ledger(["import", "apple-health", path, "--batch", "1"], db: db)
+            #expect(run.status == 0, "\(run.stderr)")
+            let lines = run.stdout.split(separator: "\n")
+            #expect(lines.contains("  skipped A: 2"), "\(run.stdout.prefix(300))")
+            #expect(lines.contains("  skipped (more types than the 1,000 named above): 1"))
+        }
+    }
+
     /// Comments are dropped before libxml2 sees the file; a `<!--` inside a processing
     /// instruction was taken for one, and every record up to the next `-->` was lost.
     @Test("markup that holds <!-- (a processing instruction, CDATA) loses no record")
