@@ -22,6 +22,10 @@ public enum ProjectionName: String, CaseIterable, Sendable {
         return "daily-steps is daily of type \(implied.rawValue); it cannot take \(option) \(spelled)"
     }
 
+    /// `columns` as JSON object keys (`JSONValue.objectKeys`), made once per projection.
+    public var columnKeys: [[UInt8]] { ProjectionName.keys[self]! }
+    private static let keys = Dictionary(uniqueKeysWithValues: allCases.map { ($0, JSONValue.objectKeys($0.columns)) })
+
     /// The columns of its rows, in output order.
     public var columns: [String] {
         switch self {
@@ -44,12 +48,16 @@ public struct Row: Sendable, Equatable {
     }
 
     /// The JSON object with keys in column order.
-    public var jsonBytes: [UInt8] { jsonBytes(columns: projection.columns) }
+    public var jsonBytes: [UInt8] { jsonBytes(columns: projection.columns, keys: projection.columnKeys) }
 
     /// The row as a JSON object of `columns`, in that order; absent values are left out.
     public func jsonBytes(columns: [String]) -> [UInt8] {
+        jsonBytes(columns: columns, keys: JSONValue.objectKeys(columns))
+    }
+
+    private func jsonBytes(columns: [String], keys: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = []
-        JSONValue.writeOrderedObject(columns.lazy.map { ($0, values[$0]) }, to: &out)
+        JSONValue.writeObject(columns.map { values[$0] }, keys: keys, to: &out)
         return out
     }
 

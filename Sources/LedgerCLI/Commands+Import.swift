@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+import Projections
 import LedgerImport
 import LedgerStore
 
@@ -243,14 +244,14 @@ struct ImportChunk: Sendable {
 
 /// Records counted by their HealthKit type name. The reader hands over a type's name as the
 /// same string record after record, and Apple writes an export's records grouped by type, so
-/// comparing with the last type counted (`==` matches the same string at once), then a short
-/// list, costs less per record than hashing the 40-byte name into a dictionary. Past a few
-/// names they are hashed, and what is kept is bounded: a file of other types is hostile input
-/// as much as an export (80,000 distinct names took 45 s, and a thousand names of 400 KB each
-/// 1.2 GB and as long a summary).
+/// the last type counted is compared first; other names are looked up in a `NameIndex`
+/// (a short list, hashed once there are many). What is kept is bounded: a file of other
+/// types is hostile input as much as an export (80,000 distinct names took 45 s, and a
+/// thousand names of 400 KB each 1.2 GB and as long a summary).
 struct TypeCounts: Sendable {
-    private var entries: [(type: String, count: Int)] = []
-    private var positions: [String: Int]?
+    private var names = NameIndex()
+    /// Each name's count, at its position in `names`.
+    private var tallies: [Int] = []
     private var last = 0
     /// How many names are kept: the summary's; a chunk's are bounded by its records, and
     /// capped there a type named in the summary lost the records of later chunks to "more".
@@ -268,40 +269,27 @@ struct TypeCounts: Sendable {
     static let noName = "(records without a type)"
 
     mutating func add(_ type: String, count: Int = 1) {
-        if last < entries.count, entries[last].type == type {
-            entries[last].count += count
+        if last < tallies.count, sameName(names.names[last], type) {
+            tallies[last] += count
             return
         }
         var name = type.isEmpty ? TypeCounts.noName : type.utf8.count > TypeCounts.maximumNameBytes ? TypeCounts.longNames : type
-        if name != TypeCounts.longNames, name != TypeCounts.noName, position(of: name) == nil, entries.count >= maximumNames {
+        if name != TypeCounts.longNames, name != TypeCounts.noName, names.position(of: name) == nil, names.count >= maximumNames {
             name = TypeCounts.otherNames
         }
-        if let index = position(of: name) {
-            entries[index].count += count
-            last = index
-        } else {
-            entries.append((name, count))
-            last = entries.count - 1
-            if positions != nil {
-                positions![name] = last
-            } else if entries.count > 8 {
-                positions = Dictionary(entries.enumerated().map { ($0.element.type, $0.offset) }, uniquingKeysWith: { first, _ in first })
-            }
-        }
+        let (position, added) = names.insert(name)
+        if added { tallies.append(0) }
+        tallies[position] += count
+        last = position
     }
 
     /// Adds another set of counts to these.
     mutating func add(_ other: TypeCounts) {
-        for entry in other.entries { add(entry.type, count: entry.count) }
-    }
-
-    private func position(of name: String) -> Int? {
-        if let positions { return positions[name] }
-        return entries.firstIndex { $0.type == name }
+        for (name, tally) in zip(other.names.names, other.tallies) { add(name, count: tally) }
     }
 
     var counts: [String: Int] {
-        Dictionary(entries.map { ($0.type, $0.count) }, uniquingKeysWith: +)
+        Dictionary(zip(names.names, tallies), uniquingKeysWith: +)
     }
 }
 

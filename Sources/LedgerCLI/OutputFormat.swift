@@ -29,39 +29,13 @@ struct RowSet {
         rows.append(row)
     }
 
-    /// Each column's `"name":`, written once for all rows.
-    private var keyBytes: [[UInt8]] {
-        columns.map { column in
-            var key: [UInt8] = []
-            JSONValue.writeString(column, to: &key)
-            key.append(UInt8(ascii: ":"))
-            return key
-        }
-    }
-
-    /// Appends one row as a JSON object, keys in column order; absent values are left out.
-    /// The same bytes as `JSONValue.writeOrderedObject`, with no pairs built per row: a year
-    /// of daily rows spent about a third of `project`'s own time building and writing them.
-    private func writeObject(_ row: [JSONValue?], keys: [[UInt8]], to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "{"))
-        var first = true
-        for index in row.indices {
-            guard let value = row[index] else { continue }
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            out.append(contentsOf: keys[index])
-            value.write(to: &out)
-        }
-        out.append(UInt8(ascii: "}"))
-    }
-
     func write(_ format: OutputFormat, to sink: OutputSink) {
         switch format {
         case .ndjson:
-            let keys = keyBytes
+            let keys = JSONValue.objectKeys(columns)
             var out: [UInt8] = []
             for row in rows {
-                writeObject(row, keys: keys, to: &out)
+                JSONValue.writeObject(row, keys: keys, to: &out)
                 out.append(0x0A)
                 if out.count > 1 << 16 {
                     sink.write(bytes: out)
@@ -70,11 +44,11 @@ struct RowSet {
             }
             sink.write(bytes: out)
         case .json:
-            let keys = keyBytes
+            let keys = JSONValue.objectKeys(columns)
             var out: [UInt8] = [UInt8(ascii: "[")]
             for (index, row) in rows.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                writeObject(row, keys: keys, to: &out)
+                JSONValue.writeObject(row, keys: keys, to: &out)
             }
             out += Array("]\n".utf8)
             sink.write(bytes: out)

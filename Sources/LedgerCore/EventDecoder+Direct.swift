@@ -140,7 +140,7 @@ extension PreparedEvent {
         key("kind"); JSONValue.writeString("sample", to: &out)
         let source = sample.source
         key("source")
-        // As `writeOrderedObject` writes the source: its present fields in key order.
+        // As canonical JSON has the source: its present fields in key order.
         out.append(UInt8(ascii: "{"))
         var firstSourceField = true
         func sourceField(_ name: StaticString, _ value: String?) {

@@ -236,20 +236,28 @@ extension JSONValue {
         }
     }
 
-    /// Writes an object whose keys keep the given order (for rows, whose columns have one);
-    /// pairs with a nil value are left out.
-    /// Inlinable, so that each caller's sequence is specialized rather than walked through
-    /// protocol witnesses (whose metadata a fresh process first has to build).
-    @inlinable
-    public static func writeOrderedObject(_ pairs: some Sequence<(String, JSONValue?)>, to out: inout [UInt8]) {
+    /// Each name as it opens a member of an object, `"name":`: made once for the many objects
+    /// written with the same keys (rows, whose columns have an order), by `writeObject`.
+    public static func objectKeys(_ names: [String]) -> [[UInt8]] {
+        names.map { name in
+            var key: [UInt8] = []
+            writeString(name, to: &key)
+            key.append(UInt8(ascii: ":"))
+            return key
+        }
+    }
+
+    /// Writes an object of `values` under `keys` (from `objectKeys`), in that order; nil
+    /// values are left out.
+    public static func writeObject(_ values: [JSONValue?], keys: [[UInt8]], to out: inout [UInt8]) {
+        precondition(values.count == keys.count)
         out.append(UInt8(ascii: "{"))
         var first = true
-        for (key, value) in pairs {
-            guard let value else { continue }
+        for index in values.indices {
+            guard let value = values[index] else { continue }
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
-            writeString(key, to: &out)
-            out.append(UInt8(ascii: ":"))
+            out.append(contentsOf: keys[index])
             value.write(to: &out)
         }
         out.append(UInt8(ascii: "}"))
