@@ -220,8 +220,31 @@ public struct AppleHealthConverter: Sendable {
         do {
             return try EventDecoder.decode(.object(object))
         } catch {
-            throw invalid(error.message)
+            throw invalid(AppleHealthConverter.inExportTerms(error, record: record, start: start, end: end))
         }
+    }
+
+    /// The event's field names in an error, as the export spells them: a user reading
+    /// "'start' …" looks in vain for a `start` attribute in `export.xml`.
+    static let exportNames: [String: String] = [
+        "start": "startDate", "end": "endDate", "source.name": "sourceName", "source.version": "sourceVersion",
+        "source.device": "device", "zone": "HKTimeZone", "syncId": "HKMetadataKeySyncIdentifier",
+        "syncVersion": "HKMetadataKeySyncVersion",
+    ]
+
+    /// `error`'s message with the field it names spelled as in the export, and dates quoted as
+    /// the record wrote them rather than as converted (`start` and `end`, in RFC 3339).
+    static func inExportTerms(_ error: FieldError, record: HealthRecord, start: String, end: String) -> String {
+        guard let field = error.field else { return error.message }
+        var message = error.message
+        // A date's errors may name both ends ("'end' precedes 'start'").
+        let named = field == "start" || field == "end" ? ["start", "end"] : [field]
+        for name in named {
+            if let exportName = exportNames[name] { message = message.replacingOccurrences(of: "'\(name)'", with: "'\(exportName)'") }
+        }
+        if field == "start", let text = record.startDate { message = message.replacingOccurrences(of: "'\(start)'", with: "'\(text)'") }
+        if field == "end", let text = record.endDate { message = message.replacingOccurrences(of: "'\(end)'", with: "'\(text)'") }
+        return message
     }
 
     /// `2017-01-22 18:57:52 +0200` (current exports) or `20141018163235+0100` (iOS 8) →

@@ -91,6 +91,8 @@ public final class HealthExportReader {
     private var recentVersions = RecentStrings(), recentKeys = RecentStrings()
     private var ended = false
     private var failure: ImportError?
+    /// The parser's first error (`sax.serror`): its message and line.
+    private var firstError: (message: String, line: Int, code: Int32)?
 
     /// Opens `path` (an `export.xml` or the `export.zip` holding it). An archive's `export.xml`
     /// is read through once first, to check it (`ExportStream`); `checking` hears how far.
@@ -111,6 +113,13 @@ public final class HealthExportReader {
             Unmanaged<HealthExportReader>.fromOpaque(context).takeUnretainedValue().end(name)
         }
         ledger_xml_silence_handler(&sax)
+        // libxml2 goes on after an error and reports what follows from it too ("Couldn't
+        // find end of Start Tag" after the unquoted value that broke the tag): the first is
+        // the one that names what is wrong, so it is kept.
+        sax.serror = { context, error in
+            guard let context, let error else { return }
+            Unmanaged<HealthExportReader>.fromOpaque(context).takeUnretainedValue().heard(error.pointee)
+        }
         let context = Unmanaged.passUnretained(self).toOpaque()
         parser = xml.createPushParserCtxt(&sax, context, nil, 0, path)
         guard let parser else { throw ImportError.cannotOpen(path: path, reason: "libxml2 could not start reading it") }
@@ -230,19 +239,31 @@ public final class HealthExportReader {
         if equals(name, "Correlation"), correlations > 0 { correlations -= 1 }
     }
 
-    /// The parser's error as one line. At the end of the input libxml2's push parser reports
-    /// any unfinished document as "Extra content at the end of the document"; that is said
-    /// plainly instead: no document at all, or one cut off inside an element.
+    fileprivate func heard(_ error: xmlError) {
+        guard firstError == nil, error.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
+        // The column (libxml2's int2) finds the place in a line of many attributes.
+        let column = error.int2 > 0 ? " (column \(error.int2))" : ""
+        firstError = (HealthExportReader.oneLine(error.message) + column, Int(error.line), Int32(error.code))
+    }
+
+    /// libxml2's message (which ends in a line break) as one line.
+    private static func oneLine(_ text: UnsafeMutablePointer<CChar>?) -> String {
+        guard let text else { return "the XML is malformed" }
+        return String(cString: text).split(whereSeparator: \.isNewline)
+            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
+    }
+
+    /// The parser's first error as one line. At the end of the input libxml2's push parser
+    /// reports any unfinished document as "Extra content at the end of the document"; that is
+    /// said plainly instead: no document at all, or one cut off inside an element.
     private func malformed(atEnd: Bool) -> ImportError {
         var line = Int(ledger_xml_line(parser))
         var message = "the XML is malformed"
-        if let error = xml.ctxtGetLastError(parser) ?? xml.getLastError() {
-            if let text = error.pointee.message {
-                message = String(cString: text).split(whereSeparator: \.isNewline)
-                    .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
-            }
-            if error.pointee.line > 0 { line = Int(error.pointee.line) }
-            if atEnd, error.pointee.code == Int32(XML_ERR_DOCUMENT_END.rawValue) {
+        let last = xml.ctxtGetLastError(parser) ?? xml.getLastError()
+        if let error = firstError ?? last.map({ (HealthExportReader.oneLine($0.pointee.message), Int($0.pointee.line), Int32($0.pointee.code)) }) {
+            message = error.message
+            if error.line > 0 { line = error.line }
+            if atEnd, error.code == Int32(XML_ERR_DOCUMENT_END.rawValue) {
                 if !sawElement {
                     message = "the file holds no XML document"
                 } else if depth > 0 {

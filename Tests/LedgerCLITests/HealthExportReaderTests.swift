@@ -160,9 +160,13 @@ struct HealthExportReaderTests {
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record type=\"t\" value=\"1\">\n".utf8), 3,
              "the file ends inside the document, in an element left open (is it truncated?)"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record sourceName=\"caf".utf8) + [0xE9] + Array("\"/>\n</HealthData>\n".utf8), 3,
-             "Input is not proper UTF-8, indicate encoding !; Bytes: 0xE9 0x22 0x2F 0x3E"),
+             "Input is not proper UTF-8, indicate encoding !; Bytes: 0xE9 0x22 0x2F 0x3E (column 25)"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n</HealthData>\n<Record type=\"t\"/>\n".utf8), 4,
-             "Extra content at the end of the document"),
+             "Extra content at the end of the document (column 1)"),
+            // libxml2's first error, not what followed from it ("Couldn't find end of Start
+            // Tag Record"), with the column of the unquoted value.
+            (Array("<HealthData>\n <Record type=\"t\" sourceName=iPhone value=\"1\"/>\n</HealthData>\n".utf8), 2,
+             "AttValue: \" or ' expected (column 30)"),
         ]
         for (text, line, message) in cases {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).xml").path

@@ -679,6 +679,11 @@ struct ImportTests {
                 (record(value: "1e308", unit: "mi", type: "DistanceWalkingRunning"), "'value' is too large"),
                 (record(value: "10", sync: "abc"), "'HKMetadataKeySyncVersion' is not a whole number: 'abc'"),
                 (record(value: "6&#10;1"), "'value' is not a number: '6?1'"),
+                // Fields named as the export spells them, dates quoted as it wrote them.
+                (record(value: "10").replacingOccurrences(of: "startDate=\"2022-09-30", with: "startDate=\"2022-09-31"),
+                 "'startDate' is a date or time that does not exist: '2022-09-31 20:00:00 +0200'"),
+                (record(value: "10").replacingOccurrences(of: "endDate=\"2022-09-30 20:05", with: "endDate=\"2022-09-30 19:05"),
+                 "'endDate' precedes 'startDate'"),
             ] {
                 try xml.write(toFile: path, atomically: true, encoding: .utf8)
                 let run = ledger(["import", "apple-health", path], db: db)
