@@ -65,7 +65,11 @@ public final class ActivityFold {
     /// empty row.
     /// 9: a day's bucket is stored in chunks of about 1 KiB (`Bucket`), not as one value that
     /// every commit touching the day rewrote whole.
-    public static let version = 9
+    /// 10: `last-known`'s `seq` and `recorded` are the event's that last changed its day, value
+    /// or latest end (SPEC §4.4), found by undoing the batch's events one by one
+    /// (`lastChange`); they were the batch's last event that touched a day from the reported
+    /// one on, so a batch gave another `seq` than the same events appended one at a time.
+    public static let version = 10
 
     private let store: any StateStore
     private let context: FoldContext
@@ -97,6 +101,29 @@ public final class ActivityFold {
         var recorded: Int64
     }
 
+    /// What one event of the batch did to one user's buckets: what `lastChange` undoes.
+    private struct Step {
+        var cause: Cause
+        var user: UInt32?
+        /// Entries put into (`added`) or taken out of days' buckets, in order.
+        var changes: [(key: DayKey, entry: BucketEntry, added: Bool)] = []
+        /// Types whose merges the event changed otherwise: a profile's priority list (the ranks
+        /// of the sources). The walk back stops at such an event. (A profile's zone moves
+        /// entries between days, which `changes` holds. A user's first sample in a second zone
+        /// brings the neighbouring days into each day's merge, but in one zone those hold no
+        /// sample that overlaps the day: the merges of the states before it are the same with
+        /// and without them.)
+        var barriers: [QuantityType] = []
+    }
+
+    /// `last-known`'s facts (SPEC §4.4): the latest day with a non-zero total, that total, and
+    /// the latest end of a sample.
+    private struct Facts: Equatable {
+        var day: Int
+        var value: Double
+        var end: Int64
+    }
+
     private var users: [UInt32: UserState] = [:]
     private var dirtyUsers: Set<UInt32> = []
     /// Keyed by the name's UTF-8 bytes, as the stored names are: Swift's String equality would
@@ -107,6 +134,11 @@ public final class ActivityFold {
     /// `last-known`'s cause is chosen from).
     private var dirtyDays: [DayKey: Cause] = [:]
     private var changes: [RowChange] = []
+    /// Changes of the batch made before its last `settle`.
+    private var settled: [RowChange] = []
+    /// The batch's events, per user, as far as they changed buckets (`Step`).
+    private var steps: [UInt32: [Step]] = [:]
+    private var step: Step?
     /// The last user and zone looked up: consecutive events nearly always share them, and
     /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
     private var lastUser = LastLookup<UInt32>()
@@ -123,6 +155,11 @@ public final class ActivityFold {
     /// Folds one event. Its effects on rows are visible after `flush`.
     public func apply(_ logged: LoggedEvent) throws {
         let cause = Cause(seq: logged.seq, recorded: logged.recorded.microseconds)
+        step = Step(cause: cause)
+        defer {
+            if let step, let user = step.user { steps[user, default: []].append(step) }
+            step = nil
+        }
         switch logged.payload {
         case .sample(let sample):
             try addSample(sample, id: logged.id, seq: logged.seq, cause: cause)
@@ -188,6 +225,7 @@ public final class ActivityFold {
                 try loadBucket(key)
                 buckets[key]!.append(entry)
             }
+            noteChange(key, entry, added: true)
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: user, cause: cause)
@@ -207,7 +245,7 @@ public final class ActivityFold {
         for day in record.days {
             let key = DayKey(user: record.user, type: record.type, day: day)
             try loadBucket(key)
-            buckets[key]?.remove(id: record.id)
+            if let entry = buckets[key]?.remove(id: record.id) { noteChange(key, entry, added: false) }
             markDirty(key, cause)
         }
         try markNeighbours(of: record, user: try userState(record.user), cause: cause)
@@ -243,12 +281,14 @@ public final class ActivityFold {
     }
 
     private func applyProfile(_ profile: Profile, cause: Cause) throws {
+        if profile.priority != nil { try settle() }
         let userID = try self.userID(for: profile.user)
         var user = try userState(userID)
         if let priority = profile.priority {
             for (type, list) in priority {
                 user.priority[type] = NameIndex(list)
                 try markAllDays(user: userID, type: type, cause: cause)
+                noteBarrier(user: userID, type: type)
             }
         }
         let zoneChanged = profile.zone != nil && profile.zone != user.zone
@@ -300,6 +340,15 @@ public final class ActivityFold {
     /// Recomputes every touched day once, writes changed rows, and returns the changes in the
     /// order of the events that caused them. Empties the fold's caches.
     public func flush() throws -> [RowChange] {
+        try settle()
+        defer { settled.removeAll() }
+        return settled
+    }
+
+    /// What `flush` does but for handing over the changes, which wait in `settled`: also done
+    /// before a profile's priority list is applied, so that `lastChange` knows the facts just
+    /// before it (the ranks it changes are in every merge of the type).
+    private func settle() throws {
         for userID in dirtyUsers.sorted() {
             try store.put(.users, StateKey.user(userID), users[userID]!.encoded)
         }
@@ -323,7 +372,7 @@ public final class ActivityFold {
         for userType in userTypes {
             try recomputeLastKnown(userType, touches: touches[userType]!)
         }
-        let result = changes.sorted { $0.seq < $1.seq }
+        settled += changes.sorted { $0.seq < $1.seq }
         users.removeAll()
         dirtyUsers.removeAll()
         userIDs.removeAll()
@@ -331,16 +380,54 @@ public final class ActivityFold {
         buckets.removeAll()
         dirtyDays.removeAll()
         changes.removeAll()
-        return result
+        steps.removeAll()
     }
 
     private func recompute(_ key: DayKey, cause: Cause) throws {
         try loadBucket(key)
         let bucket = buckets[key] ?? Bucket()
-        let entries = bucket.entries
         let keyBytes = key.bytes
         try bucket.write(keyBytes, to: store)
         let user = try userState(key.user)
+        let shares = try self.shares(of: key, user: user, entries: bucket.entries) { try self.entries(of: $0) }
+        let previousDaily = try store.get(.daily, keyBytes).map { (bytes) throws(DamagedState) in try DailyValue(decoding: bytes) }
+        let daily = DailyMerge.daily(shares)
+        if daily != previousDaily {
+            if let daily { try store.put(.daily, keyBytes, daily.encoded) } else { try store.delete(.daily, keyBytes) }
+            if emitsChanges {
+                changes.append(RowChange(seq: cause.seq, projection: .daily,
+                                         row: daily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) },
+                                         previous: previousDaily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) }))
+            }
+        }
+
+        let previousSources = try store.get(.perSource, keyBytes).map { (bytes) throws(DamagedState) in try PerSourceValue.decode(bytes) } ?? []
+        let sources = DailyMerge.perSource(shares)
+        if sources != previousSources {
+            if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
+            guard emitsChanges else { return }
+            // By bytes, as per-source rows are told apart (`sameName`).
+            let before = Dictionary(uniqueKeysWithValues: previousSources.map { (ByteKey(Array($0.source.utf8)), $0) })
+            let after = Dictionary(uniqueKeysWithValues: sources.map { (ByteKey(Array($0.source.utf8)), $0) })
+            for name in Set(before.keys).union(after.keys).sorted() where before[name] != after[name] {
+                changes.append(RowChange(seq: cause.seq, projection: .perSource,
+                                         row: after[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) },
+                                         previous: before[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) }))
+            }
+        }
+    }
+
+    /// The entries of `key`'s day as the batch left them.
+    private func entries(of key: DayKey) throws -> [BucketEntry] {
+        try loadBucket(key)
+        return buckets[key]?.entries ?? []
+    }
+
+    /// What the merge of `key`'s day takes: `entries` (the day's) in a canonical order, clipped
+    /// to the day in their zones, and for a user with samples in more than one zone the entries
+    /// of the days up to two either side (from `neighbours`), which compete for the same hours.
+    private func shares(of key: DayKey, user: UserState, entries: [BucketEntry],
+                        neighbours: (DayKey) throws -> [BucketEntry]) throws -> [DayShare] {
         // A canonical order, so sums do not depend on the order events arrived in.
         let ordered = entries.sorted { a, b in
             if a.start != b.start { return a.start < b.start }
@@ -373,8 +460,7 @@ public final class ActivityFold {
             var seen = Set(entries.map(\.id))
             for day in (key.day - 2)...(key.day + 2) where day != key.day {
                 let neighbour = DayKey(user: key.user, type: key.type, day: day)
-                try loadBucket(neighbour)
-                for entry in buckets[neighbour]?.entries ?? [] where !seen.contains(entry.id) {
+                for entry in try neighbours(neighbour) where !seen.contains(entry.id) {
                     seen.insert(entry.id)
                     shares.append(DayShare(index: shares.count, isTarget: false, source: entry.source,
                                            rank: rank(entry.source), start: entry.start,
@@ -382,80 +468,147 @@ public final class ActivityFold {
                 }
             }
         }
-
-        let previousDaily = try store.get(.daily, keyBytes).map { (bytes) throws(DamagedState) in try DailyValue(decoding: bytes) }
-        let daily = DailyMerge.daily(shares)
-        if daily != previousDaily {
-            if let daily { try store.put(.daily, keyBytes, daily.encoded) } else { try store.delete(.daily, keyBytes) }
-            if emitsChanges {
-                changes.append(RowChange(seq: cause.seq, projection: .daily,
-                                         row: daily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) },
-                                         previous: previousDaily.map { RowBuilder.daily(user: user.name, type: key.type, day: key.day, $0) }))
-            }
-        }
-
-        let previousSources = try store.get(.perSource, keyBytes).map { (bytes) throws(DamagedState) in try PerSourceValue.decode(bytes) } ?? []
-        let sources = DailyMerge.perSource(shares)
-        if sources != previousSources {
-            if sources.isEmpty { try store.delete(.perSource, keyBytes) } else { try store.put(.perSource, keyBytes, PerSourceValue.encode(sources)) }
-            guard emitsChanges else { return }
-            // By bytes, as per-source rows are told apart (`sameName`).
-            let before = Dictionary(uniqueKeysWithValues: previousSources.map { (ByteKey(Array($0.source.utf8)), $0) })
-            let after = Dictionary(uniqueKeysWithValues: sources.map { (ByteKey(Array($0.source.utf8)), $0) })
-            for name in Set(before.keys).union(after.keys).sorted() where before[name] != after[name] {
-                changes.append(RowChange(seq: cause.seq, projection: .perSource,
-                                         row: after[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) },
-                                         previous: before[name].map { RowBuilder.perSource(user: user.name, type: key.type, day: key.day, $0) }))
-            }
-        }
+        return shares
     }
 
     /// `last-known`: the latest day with a non-zero total, that total, and the end of the
-    /// latest sample. Its `seq` is the latest event of the batch that touched a day from the
-    /// earlier of the old and new reported days on: an event that only back-filled an older
-    /// day did not change it.
+    /// latest sample, with the `seq` and `recorded` of the event that last changed them (SPEC
+    /// §4.4): the batch's events are undone from the last one back until the facts differ
+    /// (`lastChange`), so a batch gives the row the same event as its events appended one by one.
     private func recomputeLastKnown(_ userType: UserType, touches: [(cause: Cause, day: Int)]) throws {
-        let prefix = StateKey.userType(userType.user, userType.type)
-        var latest: (day: Int, value: Double)?
-        try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
-            let daily = try DailyValue(decoding: value)
-            guard daily.value != 0 else { return true }
-            latest = (try StateKey.parseDay(key).day, daily.value)
-            return false
-        }
-        // The latest end lies in one of the last three bucketed days: local days of different
-        // zones are at most 26 hours apart.
-        var latestEnd: Int64?
-        var lastDay: Int?
-        try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
-            let day = try StateKey.parseBucketChunk(key).day
-            if lastDay == nil { lastDay = day }
-            guard day >= lastDay! - 2 else { return false }
-            let end = try BucketEntry.latestEnd(value)
-            if let end, end > (latestEnd ?? .min) { latestEnd = end }
-            return true
-        }
-        let key = prefix
+        let key = StateKey.userType(userType.user, userType.type)
+        let user = try userState(userType.user)
+        let facts = try lastKnownFacts(userType, user: user, overlay: [:])
         let previous = try store.get(.lastKnown, key).map { (bytes) throws(DamagedState) in try LastKnownValue(decoding: bytes) }
-        if let previous, let latest, let latestEnd, previous.day == latest.day, previous.value == latest.value,
-           previous.latestSampleEnd == latestEnd {
-            return  // unchanged: keep the event that last changed it
-        }
-        guard latest != nil || previous != nil else { return }
-        let from = [latest?.day, previous?.day].compactMap { $0 }.min()!
-        let relevant = touches.filter { $0.day >= from }
-        let cause = (relevant.isEmpty ? touches : relevant).max { $0.cause.seq < $1.cause.seq }!.cause
-        var next: LastKnownValue?
-        if let latest, let latestEnd {
-            next = LastKnownValue(day: latest.day, value: latest.value, latestSampleEnd: latestEnd,
-                                  seq: cause.seq, recorded: cause.recorded)
-        }
+        let previousFacts = previous.map { Facts(day: $0.day, value: $0.value, end: $0.latestSampleEnd) }
+        guard facts != nil || previous != nil else { return }
+        let changer = try lastChange(userType, user: user, facts: facts, before: previousFacts)
+        // Unchanged, and no event of the batch changed it and changed it back: keep the event
+        // that last changed it.
+        if changer == nil, facts == previousFacts { return }
+        // Stored facts the batch's events do not lead back to (a fold of another version
+        // wrote them): the latest event that touched a day from the earlier reported day on.
+        let cause = changer ?? {
+            let from = [facts?.day, previous?.day].compactMap { $0 }.min()!
+            let relevant = touches.filter { $0.day >= from }
+            return (relevant.isEmpty ? touches : relevant).max { $0.cause.seq < $1.cause.seq }!.cause
+        }()
+        let next = facts.map { LastKnownValue(day: $0.day, value: $0.value, latestSampleEnd: $0.end,
+                                              seq: cause.seq, recorded: cause.recorded) }
+        if next == previous { return }
         if let next { try store.put(.lastKnown, key, next.encoded) } else { try store.delete(.lastKnown, key) }
         guard emitsChanges else { return }
-        let name = try userState(userType.user).name
         changes.append(RowChange(seq: cause.seq, projection: .lastKnown,
-                                 row: next.map { RowBuilder.lastKnown(user: name, type: userType.type, $0) },
-                                 previous: previous.map { RowBuilder.lastKnown(user: name, type: userType.type, $0) }))
+                                 row: next.map { RowBuilder.lastKnown(user: user.name, type: userType.type, $0) },
+                                 previous: previous.map { RowBuilder.lastKnown(user: user.name, type: userType.type, $0) }))
+    }
+
+    /// The latest event of the batch after which `userType`'s facts were what they are now
+    /// (`facts`) and before which they were not; nil when they were `facts` before every event
+    /// of the batch that touched them. The events are undone one by one from the last, each
+    /// state compared with `facts`, until one differs. An event that cannot be undone here (a
+    /// `Step` barrier) ends the walk: it is the change when the facts were others before the
+    /// batch (`before`) or when earlier events of the batch touched them (which state they left
+    /// is not known), and no change otherwise.
+    private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Cause? {
+        guard let steps = steps[userType.user] else { return nil }
+        func touches(_ step: Step) -> Bool {
+            step.barriers.contains(userType.type) || step.changes.contains { $0.key.type == userType.type }
+        }
+        // Days' entries as they stood before the events undone so far.
+        var overlay: [Int: [BucketEntry]] = [:]
+        // Entries of days more than four before the reported one change neither it, its total
+        // nor the latest end: a day's merge reaches two days either side, and the latest end
+        // is looked for in the last three days with samples.
+        let reach = facts.map { $0.day - 4 } ?? .min
+        for (index, step) in steps.enumerated().reversed() {
+            if step.barriers.contains(userType.type) {
+                return before != facts || steps[..<index].contains(where: touches) ? step.cause : nil
+            }
+            var undone = false
+            var reaches = false
+            for change in step.changes.reversed() where change.key.type == userType.type {
+                var entries = try overlay[change.key.day] ?? self.entries(of: change.key)
+                if change.added {
+                    if let index = entries.lastIndex(where: { $0.id == change.entry.id }) { entries.remove(at: index) }
+                } else {
+                    entries.append(change.entry)
+                }
+                overlay[change.key.day] = entries
+                undone = true
+                if change.key.day >= reach { reaches = true }
+            }
+            guard undone, reaches else { continue }
+            if try lastKnownFacts(userType, user: user, overlay: overlay) != facts { return step.cause }
+        }
+        return nil
+    }
+
+    /// `userType`'s facts as stored, but for the days in `overlay`, whose entries are the
+    /// overlay's. Nil when no day has a non-zero total or no sample counts.
+    private func lastKnownFacts(_ userType: UserType, user: UserState, overlay: [Int: [BucketEntry]]) throws -> Facts? {
+        let prefix = StateKey.userType(userType.user, userType.type)
+        // The totals of the days the overlay changes: its own, and for a user with samples in
+        // more than one zone the two either side (their merges take its entries).
+        var totals: [Int: Double] = [:]
+        let spread = user.hasMixedZones ? 2 : 0
+        for overlaid in overlay.keys {
+            for day in (overlaid - spread)...(overlaid + spread) where totals[day] == nil {
+                let key = DayKey(user: userType.user, type: userType.type, day: day)
+                let shares = try self.shares(of: key, user: user, entries: try overlay[day] ?? entries(of: key)) {
+                    try overlay[$0.day] ?? self.entries(of: $0)
+                }
+                totals[day] = DailyMerge.daily(shares)?.value ?? 0
+            }
+        }
+        var latest: (day: Int, value: Double)?
+        for (day, total) in totals where total != 0 && day > (latest?.day ?? .min) { latest = (day, total) }
+        try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
+            let day = try StateKey.parseDay(key).day
+            if let found = latest, day <= found.day { return false }
+            guard totals[day] == nil else { return true }
+            let daily = try DailyValue(decoding: value)
+            guard daily.value != 0 else { return true }
+            latest = (day, daily.value)
+            return false
+        }
+        // The latest end lies in one of the last three days with samples: local days of
+        // different zones are at most 26 hours apart.
+        var lastDay = overlay.filter { !$0.value.isEmpty }.keys.max()
+        var sawStored = false
+        var latestEnd: Int64?
+        try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
+            let day = try StateKey.parseBucketChunk(key).day
+            if overlay[day] == nil, !sawStored {
+                sawStored = true
+                lastDay = max(lastDay ?? day, day)
+            }
+            if let lastDay, day < lastDay - 2 { return false }
+            guard overlay[day] == nil else { return true }
+            if let end = try BucketEntry.latestEnd(value), end > (latestEnd ?? .min) { latestEnd = end }
+            return true
+        }
+        if let lastDay {
+            for (day, entries) in overlay where day >= lastDay - 2 {
+                for entry in entries where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
+            }
+        }
+        guard let latest, let latestEnd else { return nil }
+        return Facts(day: latest.day, value: latest.value, end: latestEnd)
+    }
+
+    /// Records, for `lastChange`, that the event being applied put `entry` into `key`'s bucket
+    /// or took it out.
+    private func noteChange(_ key: DayKey, _ entry: BucketEntry, added: Bool) {
+        step?.user = key.user
+        step?.changes.append((key, entry, added))
+    }
+
+    /// Records that the event being applied changed `user`'s merges of `type` in a way
+    /// `lastChange` does not undo.
+    private func noteBarrier(user: UInt32, type: QuantityType) {
+        step?.user = user
+        step?.barriers.append(type)
     }
 
     // MARK: - State access

@@ -264,15 +264,20 @@ struct Bucket {
         }
     }
 
-    mutating func remove(id: UUID) {
+    /// Takes out the entries of sample `id`; returns one of them (nil when there was none).
+    @discardableResult
+    mutating func remove(id: UUID) -> BucketEntry? {
+        var removed: BucketEntry?
         for index in chunks.indices.reversed() {
             let before = chunks[index].entries.count
+            if removed == nil { removed = chunks[index].entries.last { $0.id == id } }
             chunks[index].entries.removeAll { $0.id == id }
             guard chunks[index].entries.count != before else { continue }
             changed.insert(chunks[index].number)
             chunks[index].bytes = 4 + chunks[index].entries.reduce(0) { $0 + $1.encodedSize }
             if chunks[index].entries.isEmpty { chunks.remove(at: index) }
         }
+        return removed
     }
 
     /// Writes the changed chunks under `dayKey`, and deletes those that emptied.

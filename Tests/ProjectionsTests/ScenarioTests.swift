@@ -598,6 +598,34 @@ struct ScenarioTests {
         #expect(known.string("recorded") == "2026-01-01T00:00:01.000000Z")
     }
 
+    /// An audit: a second source's sample over the same hour loses all its time, so it changes
+    /// neither the total nor the latest end; appended in one batch with the first, last-known
+    /// named it (seq 2), one at a time the first (seq 1).
+    @Test("last-known's seq skips a batch's later events that changed none of its facts, a priority change included")
+    func lastKnownSeqSkipsLosingSamples() throws {
+        let events = [
+            #"{"kind":"sample","id":"00000000-0000-4000-8000-000000000001","user":"ann","type":"steps","value":100,"start":"2026-05-01T10:00:00Z","end":"2026-05-01T11:00:00Z","source":"A"}"#,
+            #"{"kind":"sample","id":"00000000-0000-4000-8000-000000000002","user":"ann","type":"steps","value":50,"start":"2026-05-01T10:00:00Z","end":"2026-05-01T11:00:00Z","source":"B"}"#,
+            // A priority that keeps A first changes no merge.
+            #"{"kind":"profile","user":"ann","priority":{"steps":["A","B"]}}"#,
+            // B, ranked first now, wins the hour: 50 (seq 4 changes the facts).
+            #"{"kind":"profile","user":"ann","priority":{"steps":["B","A"]}}"#,
+            // An earlier day: no change to the latest day.
+            #"{"kind":"sample","id":"00000000-0000-4000-8000-000000000005","user":"ann","type":"steps","value":7,"start":"2026-04-01T10:00:00Z","end":"2026-04-01T11:00:00Z","source":"A"}"#,
+        ]
+        for (prefix, seq) in [(2, 1), (3, 1), (4, 4), (5, 4)] {
+            let oneByOne = FoldHarness(defaultZone: "UTC")
+            for event in events.prefix(prefix) { try oneByOne.append(event) }
+            let together = FoldHarness(defaultZone: "UTC")
+            try together.append(Array(events.prefix(prefix)))
+            for harness in [oneByOne, together] {
+                let known = try #require(try lastKnownRow(harness, "ann"))
+                #expect(known.number("seq") == Double(seq), "\(prefix) events")
+                #expect(known.number("value") == (prefix >= 4 ? 50 : 100))
+            }
+        }
+    }
+
     // MARK: 11. Grants
 
     @Test("grants add and revokes remove types, per user and client")
