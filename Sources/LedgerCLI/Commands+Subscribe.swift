@@ -12,9 +12,9 @@ let terminatedBySIGTERM = Atomic<Bool>(false)
 /// Makes SIGINT and SIGTERM set `interrupted` instead of killing the process, so long-running
 /// commands can stop cleanly and exit 130.
 ///
-/// With `interruptingWrites`, a write blocked on a full pipe (a reader that stopped reading)
-/// returns at the signal instead of resuming (no `SA_RESTART`), and `OutputSink` gives up the
-/// rest: `subscribe` then exits at Ctrl-C rather than when the reader drains the pipe. `serve`
+/// With `interruptingWrites`, a write blocked on a full pipe returns at the signal instead of
+/// resuming (no `SA_RESTART`), and `OutputSink` writes the rest only while the reader takes it
+/// (a reader that stopped reading does not hold `subscribe` past Ctrl-C). `serve`
 /// keeps restarting system calls, so a commit's flush is never cut by its own shutdown.
 func catchInterrupts(interruptingWrites: Bool = false) {
     // A parent may have started us with these signals blocked (threads of a test runner often
@@ -74,7 +74,8 @@ extension Commands {
         killed outright may stop inside a seq that changed many rows: resume with --from \
         SEQ.K, where K+1 is the number of lines of SEQ you have (as SSE event ids). Changes \
         are read from the log, so a slow reader never slows writers. Ctrl-C ends it with exit \
-        130, after the last change of a seq.
+        130, after the last change of a seq (a reader that takes nothing for 2 s may find a \
+        line cut short). A reader that goes away ends it with exit 1.
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known, grants, or events for the events themselves.")],
         options: [helpOption, dbOption,
@@ -120,6 +121,13 @@ extension Commands {
             throw CLIError.runtime(refusal)
         }
         catchInterrupts(interruptingWrites: true)
+        /// A reader that went away ends the stream, as it ends any Unix filter's output
+        /// (SIGPIPE is ignored, so writes fail instead): `subscribe | head -n 1` ran for ever.
+        func checkOutput() throws {
+            if let failure = context.stdout.failed ?? (context.stdout.readerGone ? "its reader closed it" : nil) {
+                throw CLIError.runtime("cannot write to standard output (\(failure))")
+            }
+        }
         while !interrupted.load(ordering: .relaxed) {
             let transaction = log.lastTransactionID
             var wrote = false
@@ -164,6 +172,7 @@ extension Commands {
                     waited += 1
                 }
             }
+            try checkOutput()
         }
         return 130
     }

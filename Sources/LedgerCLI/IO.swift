@@ -30,6 +30,12 @@ public final class OutputSink: Sendable {
 
     /// Writes all of `bytes`. Writes to a descriptor are unbuffered, so each line a command
     /// prints is out before the next begins (subscribers rely on this).
+    ///
+    /// Once SIGINT or SIGTERM has been caught (`catchInterrupts`), the rest is written only
+    /// while the reader takes it: a reader that takes nothing for `drainTimeout` seconds has
+    /// stopped reading, and the rest is given up. (It was given up at once, so a reader that
+    /// was still reading, slowly, got a line cut in two and lost changes on resuming.) A
+    /// write that fails (EPIPE: the reader went away) sets `failed`.
     public func write(bytes: [UInt8]) {
         switch target {
         case .memory:
@@ -38,19 +44,40 @@ public final class OutputSink: Sendable {
             bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
-                    let written = Foundation.write(fd, raw.baseAddress! + offset, raw.count - offset)
-                    // A write cut short by SIGINT/SIGTERM that a long-running command caught
-                    // (`catchInterrupts`): the rest is given up, so a write blocked on a reader
-                    // that stopped reading ends there.
-                    if written < raw.count - offset, interrupted.load(ordering: .relaxed) { return }
+                    var count = raw.count - offset
+                    if interrupted.load(ordering: .relaxed) {
+                        // A pipe with room for PIPE_BUF bytes takes that many without blocking.
+                        var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                        guard poll(&ready, 1, Int32(OutputSink.drainTimeout * 1000)) == 1 else { return }
+                        count = min(count, Int(PIPE_BUF))
+                    }
+                    let written = Foundation.write(fd, raw.baseAddress! + offset, count)
                     if written < 0 {
-                        if errno == EINTR { continue }
-                        return  // EPIPE and the like: the reader went away; nothing more to do.
+                        if errno == EINTR || errno == EAGAIN { continue }
+                        failure.withLock { $0 = $0 ?? String(cString: strerror(errno)) }
+                        return
                     }
                     offset += written
                 }
             }
         }
+    }
+
+    /// How long a write after SIGINT or SIGTERM waits for the reader to take more.
+    static let drainTimeout = 2.0
+
+    private let failure = Mutex<String?>(nil)
+
+    /// Why a write failed (`strerror`), once one has: the reader went away (EPIPE) or the
+    /// device failed.
+    public var failed: String? { failure.withLock { $0 } }
+
+    /// Whether a pipe this writes to has lost its reader (`poll` says POLLERR): found before
+    /// anything more is written, so that a command with nothing to write yet can end too.
+    public var readerGone: Bool {
+        guard case .descriptor(let fd) = target else { return false }
+        var state = pollfd(fd: fd, events: 0, revents: 0)
+        return poll(&state, 1, 0) == 1 && state.revents & Int16(POLLERR) != 0
     }
 
     /// Everything written to an in-memory sink, as text.

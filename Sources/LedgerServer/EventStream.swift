@@ -14,10 +14,14 @@ import Synchronization
 /// exclusive, so a commit between the read and the suspend cannot be missed.
 ///
 /// Each event carries one change (`event: change`, `data: <change>`, SPEC §9), so a client
-/// can parse each event's data as JSON. The last change of a seq (nearly always its only one)
-/// has `id: <seq>`; when one seq changed several rows, the ones before have `id: <seq>.<k>`,
-/// k counting from 0 the changes of that seq already sent. A client that reconnects with
-/// `Last-Event-ID` set to either receives exactly what came after it.
+/// can parse each event's data as JSON. The last change of a seq that the stream's filter
+/// selects (nearly always its only one) has `id: <seq>`; when one seq changed several rows,
+/// the ones before have `id: <seq>.<k>`, k the change's place, from 0, among the seq's changes
+/// the filter selects. It does not depend on what the client may read: counted among the
+/// changes it could read, a grant or revoke committed between a disconnect and the reconnect
+/// moved k onto another change, and the resumed stream repeated or lost changes (an audit).
+/// A client that reconnects with `Last-Event-ID` set to either receives exactly what came
+/// after it. A stream whose client is removed (`ledger client remove`) ends.
 final class EventStream: @unchecked Sendable {
     // @unchecked: `connection` is only used on libmicrohttpd's thread or under `lock`;
     // `pending` and `cursor` are touched only from `fill`, which MHD calls on its one thread.
@@ -63,6 +67,8 @@ final class EventStream: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             if lock.withLock({ $0.closing }) { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+            // A removed client's token stops working at once, for the streams it opened too.
+            if let client, (try? server.log.tokenWorks(for: client)) != true { return -1 }
             let moved = readChanges()
             if !pending.isEmpty { break }
             // Changes the filter or the client's grants left out still moved the cursor: read
@@ -101,7 +107,7 @@ final class EventStream: @unchecked Sendable {
     private func readChanges() -> Bool {
         guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return false }
         var bySeq: [(UInt64, [StoredChange])] = []
-        for change in changes where server.access.mayRead(change, client: client) {
+        for change in changes {
             if bySeq.last?.0 == change.seq {
                 bySeq[bySeq.count - 1].1.append(change)
             } else {
@@ -110,7 +116,7 @@ final class EventStream: @unchecked Sendable {
         }
         for (seq, group) in bySeq {
             let skip = seq == cursor &+ 1 ? sentOfNext : 0
-            for (k, change) in group.enumerated() where k >= skip {
+            for (k, change) in group.enumerated() where k >= skip && server.access.mayRead(change, client: client) {
                 let id = k == group.count - 1 ? "\(seq)" : "\(seq).\(k)"
                 pending += Array("id: \(id)\nevent: change\ndata: ".utf8) + change.json + [0x0A, 0x0A]
             }

@@ -6,6 +6,8 @@ public struct APIClient: Sendable, Equatable {
     public var name: String
     public var admin: Bool
     public var created: Timestamp
+    /// The SHA-256 of its token: what `tokenWorks` looks up again.
+    public var tokenDigest: [UInt8]
 }
 
 /// API clients live in the `clients` database, beside the log but not in it: they are
@@ -82,6 +84,12 @@ extension EventLog {
         }
     }
 
+    /// Whether `client`'s token still works: false once `removeClient` has removed it (a
+    /// stream opened with it then ends).
+    public func tokenWorks(for client: APIClient) throws -> Bool {
+        try environment.read { txn in try txn.get(clientsDatabase, tokenKey(client.tokenDigest)) != nil }
+    }
+
     /// A client record: admin flag (1 byte), the token's SHA-256 (32), created (8), the name.
     /// Clients are not in the log, so a damaged one can only be restored from a backup.
     private func checkedClient(_ value: [UInt8]) throws -> [UInt8] {
@@ -95,6 +103,6 @@ extension EventLog {
         let value = try checkedClient(value)
         let created = Int64(bitPattern: UInt64(bigEndianBytes: Array(value[33..<41])))
         return APIClient(name: String(decoding: value[41...], as: UTF8.self), admin: value[0] == 1,
-                         created: Timestamp(microseconds: created))
+                         created: Timestamp(microseconds: created), tokenDigest: Array(value[1..<33]))
     }
 }

@@ -465,6 +465,81 @@ struct ServerTests {
         }
     }
 
+    /// An audit: `k` in `SEQ.K` counted the changes the client could read when the stream
+    /// read them, so a grant or revoke committed between a disconnect and the reconnect moved
+    /// it onto another change: the resumed stream repeated one, or lost two. And a removed
+    /// client's open stream went on delivering.
+    @Test("SEQ.K names the same change whatever the client may read: resuming across a grant or revoke repeats and loses nothing; a removed client's stream ends")
+    func resumeAcrossGrants() throws {
+        try withServer { f in
+            let app = try runProcess(f.binary, ["client", "add", "app", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let appAuth = ["Authorization": "Bearer \(app)"]
+            func sample(_ type: String, _ value: Int) -> String {
+                #"{"kind":"sample","user":"ann","type":"\#(type)","value":\#(value),"unit":"\#(type == "steps" ? "count" : "m")","start":"2026-11-29T23:30:00Z","end":"2026-11-29T23:40:00Z","source":"iPhone"}"#
+            }
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"app","read":["distance"]}"#).status == 200)  // seq 1
+            #expect(try f.post(sample("steps", 100)).status == 200)  // seq 2
+            #expect(try f.post(sample("distance", 80)).status == 200)  // seq 3
+            // seq 4 moves both samples to 11-30: four daily changes, two of each type.
+            #expect(try f.post(#"{"kind":"profile","user":"ann","zone":"Asia/Tokyo"}"#).status == 200)
+            /// (seq, k) of an id; a whole seq (`4`) comes after all its `4.k`.
+            func place(_ id: String) -> (UInt64, Int) {
+                let parts = id.split(separator: ".")
+                return (UInt64(parts[0])!, parts.count == 2 ? Int(parts[1])! : .max)
+            }
+            /// Every change a stream from `position` delivers until seq 4 is done (the last
+            /// change of seq 4 has id `4`), as (id, data).
+            func changes(_ headers: [String: String], from position: String) throws -> [(String, String)] {
+                let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
+                                           headers: headers.merging(["Last-Event-ID": position]) { $1 })
+                #expect(stream.status == 200)
+                var got: [(String, String)] = []
+                while let event = try stream.nextChange(timeout: 5), let id = event.id {
+                    got.append((id, event.data.joined()))
+                    if id == "4" { break }
+                }
+                return got
+            }
+            func after(_ position: String, in list: [(String, String)]) -> [String] {
+                list.filter { place($0.0) > place(position) }.map(\.1)
+            }
+            let distanceOnly = try changes(appAuth, from: "0")
+            #expect(distanceOnly.count == 3, "\(distanceOnly)")  // seq 3's row, seq 4's two
+            let seen = try #require(distanceOnly.dropLast().last?.0)  // 4.K, the first of seq 4
+            #expect(seen.hasPrefix("4."))
+
+            // A grant of steps between the disconnect and the resume: what follows `seen` in a
+            // fresh stream, no more, no less.
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"app","read":["steps"]}"#).status == 200)
+            let both = try changes(appAuth, from: "0")
+            #expect(both.count == 6, "\(both)")  // seq 2 and 3, and seq 4's four
+            let resumedAfterGrant = try changes(appAuth, from: seen).map(\.1)
+            #expect(resumedAfterGrant == after(seen, in: both))
+            #expect(Set(resumedAfterGrant).isDisjoint(with: distanceOnly.dropLast().map(\.1)), "a change had before came again")
+
+            // A revoke of steps after reading the first steps change of seq 4: the distance
+            // changes after it all come.
+            let steps = try #require(both.first { $0.0.hasPrefix("4.") && $0.1.contains(#""type":"steps""#) }?.0)
+            #expect(try f.post(#"{"kind":"revoke","user":"ann","client":"app","read":["steps"]}"#).status == 200)
+            let again = try changes(appAuth, from: "0")
+            let resumed = try changes(appAuth, from: steps).map(\.1)
+            #expect(resumed == after(steps, in: again))
+            #expect(resumed.filter { $0.contains(#""type":"distance""#) }.count == after(steps, in: both).filter { $0.contains(#""type":"distance""#) }.count)
+
+            // Removing the client ends the stream it has open (at the next commit at the latest).
+            let open = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann", headers: appAuth)
+            #expect(try open.next()?.comment?.hasPrefix("stream from seq") == true)
+            #expect(try runProcess(f.binary, ["client", "remove", "app", "--db", f.db]).status == 0)
+            #expect(try f.post(sample("distance", 90).replacingOccurrences(of: "23:30", with: "23:20")).status == 200)
+            var ended = false
+            for _ in 0..<10 {
+                guard let event = try open.next(timeout: 5) else { ended = true; break }
+                #expect(event.comment != nil, "delivered to a removed client: \(event)")
+            }
+            #expect(ended)
+        }
+    }
+
     /// A position past the head was never sent by this ledger (it was restored from an older
     /// copy, or is another one): the changes its next seqs bring would be skipped as already
     /// had, so it is refused rather than waited on. The largest seq once overflowed.
@@ -756,6 +831,77 @@ struct ServerTests {
             while process.isRunning, Date() < deadline { usleep(20_000) }
             #expect(!process.isRunning, "still blocked in its write 10 s after SIGTERM")
             if !process.isRunning { #expect(process.terminationStatus == 130) }
+        }
+    }
+
+    /// An audit: SIGINT or SIGTERM gave up the rest of the write at once, so a reader still
+    /// reading, slowly, got a line cut in two (10 runs of 10) and lost changes on resuming.
+    @Test("SIGTERM while a slow reader is still reading: subscribe ends after whole lines and a whole seq")
+    func cliSubscribeSlowReader() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            // 600 samples across midnight, two daily changes each, of many lengths (lines of
+            // one length can happen to fill a pipe exactly): about 130 KB of backlog.
+            let lines = (0..<600).map { index in
+                #"{"kind":"sample","user":"u\#(index % 50)","type":"steps","value":\#(index + 1),"start":"2026-11-\#(String(format: "%02d", 1 + index % 28))T23:50:00Z","end":"2026-11-\#(String(format: "%02d", 2 + index % 28))T00:10:00Z","source":"s\#(index % 9)"}"#
+            }
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.joined(separator: "\n").utf8)).status == 0)
+            var reference: [StoredChange] = []
+            let log = try EventLog(path: db, create: false)
+            var after: UInt64 = 0
+            while true {
+                let (page, through) = try log.changes(after: after, filter: ChangeFilter(projection: .daily))
+                reference += page
+                if through == after { break }
+                after = through
+            }
+            for trial in 0..<3 {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: binary)
+                process.arguments = ["subscribe", "daily", "--from", "0", "--db", db]
+                let output = Pipe()
+                process.standardOutput = output
+                try process.run()
+                defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+                let fd = output.fileHandleForReading.fileDescriptor
+                var received: [UInt8] = []
+                var chunk = [UInt8](repeating: 0, count: 512)
+                var signalled = false
+                // About 250 KB/s: the backlog is still being written when the signal comes.
+                while true {
+                    let count = read(fd, &chunk, chunk.count)
+                    if count <= 0 { break }
+                    received += chunk[..<count]
+                    if !signalled, received.count > 8_192 * (trial + 1) {
+                        kill(process.processIdentifier, SIGTERM)
+                        signalled = true
+                    }
+                    usleep(1_000)
+                }
+                process.waitUntilExit()
+                #expect(process.terminationStatus == 130)
+                #expect(received.count > 8_192 && received.last == 0x0A, "cut inside a line after \(received.count) bytes")
+                // What was printed is the stored changes from the first, up to the end of a seq.
+                let printed = String(decoding: received, as: UTF8.self).split(separator: "\n").map { Array($0.utf8) }
+                #expect(printed == reference.prefix(printed.count).map(\.json))
+                if printed.count < reference.count {
+                    #expect(reference[printed.count].seq != reference[printed.count - 1].seq, "stopped inside seq \(reference[printed.count].seq)")
+                }
+            }
+        }
+    }
+
+    /// An audit: SIGPIPE is ignored, so a write to a reader that went away failed quietly, and
+    /// `subscribe | head -n 1` ran for ever.
+    @Test("subscribe ends with exit 1 once its reader has gone, with no change to write")
+    func cliSubscribeReaderGone() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((step(minute: 0) + "\n" + step("bob", minute: 1)).utf8)).status == 0)
+            // `timeout` ends it (status 124) if it does not end by itself.
+            let run = try runProcess("/bin/sh", ["-c", #"( timeout 20 "$0" subscribe daily --from 0 --db "$1"; echo "status $?" >&2 ) | head -n 1"#, binary, db])
+            #expect(run.stdout.hasPrefix(#"{"seq":1,"projection":"daily""#), "\(run.stdout)")
+            #expect(run.stderr.contains("Error: cannot write to standard output (its reader closed it)") && run.stderr.contains("status 1\n"), "\(run.stderr)")
         }
     }
 
