@@ -53,8 +53,8 @@ final class ExportStream {
     /// all before it, so one element of 400,000 attributes (4.7 MB) took minutes.
     static let maximumGap = 1 << 20
     /// What is dropped costs the parser nothing, whatever its length: this bound only ends an
-    /// endless comment or DOCTYPE (from a pipe or a device).
-    static let maximumDropped = 1 << 30
+    /// endless comment or DOCTYPE (from a pipe or a device). 1 GiB but in tests (`init`).
+    let maximumDropped: Int
     /// Bytes of the comment or DOCTYPE being dropped.
     private var dropped = 0
     private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
@@ -65,7 +65,8 @@ final class ExportStream {
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
     /// `checking` hears how far the read-through of an archive's `export.xml` has got (bytes
     /// read, of how many), about every 64 MB.
-    init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
+    init(path: String, checking: ((Int64, Int64) -> Void)? = nil, maximumDropped: Int = 1 << 30) throws {
+        self.maximumDropped = maximumDropped
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }
         var magic = [UInt8](repeating: 0, count: 4)
@@ -335,7 +336,7 @@ final class ExportStream {
                 }
                 if bytes[index] > 0x20 { previousDoctypeByte = bytes[index] }
                 dropped += 1
-                if dropped > ExportStream.maximumDropped {
+                if dropped > maximumDropped {
                     droppedTooLong()
                     return out
                 }
@@ -457,7 +458,8 @@ final class ExportStream {
     }
 
     private func droppedTooLong() {
-        problem = "a comment or the DOCTYPE runs past 1 GiB; the file is not an export, or is damaged"
+        let bound = maximumDropped >= 1 << 30 ? "\(maximumDropped >> 30) GiB" : "\(maximumDropped >> 10) KiB"
+        problem = "a comment or the DOCTYPE runs past \(bound); the file is not an export, or is damaged"
     }
 
     /// Inside a comment: drops `bytes` up to and including `-->`, all but their line breaks, and
@@ -466,7 +468,7 @@ final class ExportStream {
     private func skipComment(_ bytes: ArraySlice<UInt8>, to out: inout [UInt8]) -> Int? {
         let (end, stop) = ExportStream.search(ExportStream.commentClose, in: bytes)
         dropped += (end ?? stop) - bytes.startIndex
-        if dropped > ExportStream.maximumDropped {
+        if dropped > maximumDropped {
             droppedTooLong()
             return nil
         }

@@ -96,10 +96,15 @@ public final class HealthExportReader {
 
     /// Opens `path` (an `export.xml` or the `export.zip` holding it). An archive's `export.xml`
     /// is read through once first, to check it (`ExportStream`); `checking` hears how far.
-    public init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
+    public convenience init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
+        try self.init(path: path, checking: checking, maximumDropped: 1 << 30)
+    }
+
+    /// With comments and the DOCTYPE bounded at `maximumDropped` bytes (tests use a small one).
+    init(path: String, checking: ((Int64, Int64) -> Void)?, maximumDropped: Int) throws {
         self.path = path
         xml = try LibXML2.load(for: path)
-        stream = try ExportStream(path: path, checking: checking)
+        stream = try ExportStream(path: path, checking: checking, maximumDropped: maximumDropped)
         ledger_xml_silence(xml.setGenericErrorFunc)
         var sax = xmlSAXHandler()
         sax.initialized = UInt32(XML_SAX2_MAGIC)

@@ -1,5 +1,5 @@
 import Foundation
-import LedgerImport
+@testable import LedgerImport
 import LedgerTestSupport
 import Testing
 
@@ -50,6 +50,32 @@ struct HealthExportReaderTests {
         let open = try write("<HealthData>\n" + record(1) + "\n<!-- no end\n</HealthData>\n")
         defer { try? FileManager.default.removeItem(atPath: open) }
         #expect(throws: ImportError.self) { try readAll(open) }
+    }
+
+    /// Comments and the DOCTYPE are dropped before the parser, up to 1 GiB, so that one that
+    /// never ends (from a pipe or a device) is refused rather than read for ever. A gigabyte
+    /// takes too long in a debug build: the bound is the one `import` uses, made small here.
+    @Test("a comment or a DOCTYPE longer than the bound is refused; one under it is dropped")
+    func droppedBound() throws {
+        let record = #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="a" value="1"/>"#
+        let filler = String(repeating: "x", count: 80) + "\n"
+        let long = String(repeating: filler, count: 1_000)  // 81,000 bytes
+        for (open, close) in [("<!--", "-->"), ("<!DOCTYPE HealthData [\n<!--", "-->\n]>")] {
+            let refused = try write("<?xml version=\"1.0\"?>\n" + open + long + close + "\n<HealthData>\n" + record + "\n</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: refused) }
+            #expect {
+                let reader = try HealthExportReader(path: refused, checking: nil, maximumDropped: 64 << 10)
+                while try reader.next() != nil {}
+            } throws: { error in
+                guard case ImportError.malformed(_, let line, let message) = error else { return false }
+                // The line the parser had reached: the one before the comment.
+                return line == 1 && message == "a comment or the DOCTYPE runs past 64 KiB; the file is not an export, or is damaged"
+            }
+            let reader = try HealthExportReader(path: refused, checking: nil, maximumDropped: 128 << 10)
+            var values: [String?] = []
+            while let next = try reader.next() { values.append(next.value) }
+            #expect(values == ["1"])
+        }
     }
 
     /// The pre-pass reads 256 KiB at a time and holds back what may begin a delimiter: every
