@@ -108,12 +108,12 @@ public final class ActivityFold {
         /// Entries put into (`added`) or taken out of days' buckets, in order.
         var changes: [(key: DayKey, entry: BucketEntry, added: Bool)] = []
         /// Types whose merges the event changed otherwise: a profile's priority list (the ranks
-        /// of the sources). The walk back stops at such an event. (A profile's zone moves
-        /// entries between days, which `changes` holds. A user's first sample in a second zone
-        /// brings the neighbouring days into each day's merge, but in one zone those hold no
-        /// sample that overlaps the day: the merges of the states before it are the same with
-        /// and without them.)
-        var barriers: [QuantityType] = []
+        /// of the sources), with the facts and the user's state just before it. (A profile's
+        /// zone moves entries between days, which `changes` holds. A user's first sample in a
+        /// second zone brings the neighbouring days into each day's merge, but in one zone
+        /// those hold no sample that overlaps the day: the merges of the states before it are
+        /// the same with and without them.)
+        var barriers: [QuantityType: (facts: Facts?, user: UserState)] = [:]
     }
 
     /// `last-known`'s facts (SPEC §4.4): the latest day with a non-zero total, that total, and
@@ -134,8 +134,6 @@ public final class ActivityFold {
     /// `last-known`'s cause is chosen from).
     private var dirtyDays: [DayKey: Cause] = [:]
     private var changes: [RowChange] = []
-    /// Changes of the batch made before its last `settle`.
-    private var settled: [RowChange] = []
     /// The batch's events, per user, as far as they changed buckets (`Step`).
     private var steps: [UInt32: [Step]] = [:]
     private var step: Step?
@@ -281,14 +279,16 @@ public final class ActivityFold {
     }
 
     private func applyProfile(_ profile: Profile, cause: Cause) throws {
-        if profile.priority != nil { try settle() }
         let userID = try self.userID(for: profile.user)
         var user = try userState(userID)
         if let priority = profile.priority {
             for (type, list) in priority {
+                // What `lastChange` cannot undo: the facts under the ranks before this list.
+                let before = try currentFacts(UserType(user: userID, type: type), user: user)
+                step?.user = userID
+                step?.barriers[type] = (before, user)
                 user.priority[type] = NameIndex(list)
                 try markAllDays(user: userID, type: type, cause: cause)
-                noteBarrier(user: userID, type: type)
             }
         }
         let zoneChanged = profile.zone != nil && profile.zone != user.zone
@@ -340,15 +340,6 @@ public final class ActivityFold {
     /// Recomputes every touched day once, writes changed rows, and returns the changes in the
     /// order of the events that caused them. Empties the fold's caches.
     public func flush() throws -> [RowChange] {
-        try settle()
-        defer { settled.removeAll() }
-        return settled
-    }
-
-    /// What `flush` does but for handing over the changes, which wait in `settled`: also done
-    /// before a profile's priority list is applied, so that `lastChange` knows the facts just
-    /// before it (the ranks it changes are in every merge of the type).
-    private func settle() throws {
         for userID in dirtyUsers.sorted() {
             try store.put(.users, StateKey.user(userID), users[userID]!.encoded)
         }
@@ -372,7 +363,7 @@ public final class ActivityFold {
         for userType in userTypes {
             try recomputeLastKnown(userType, touches: touches[userType]!)
         }
-        settled += changes.sorted { $0.seq < $1.seq }
+        let result = changes.sorted { $0.seq < $1.seq }
         users.removeAll()
         dirtyUsers.removeAll()
         userIDs.removeAll()
@@ -381,6 +372,7 @@ public final class ActivityFold {
         dirtyDays.removeAll()
         changes.removeAll()
         steps.removeAll()
+        return result
     }
 
     private func recompute(_ key: DayKey, cause: Cause) throws {
@@ -453,7 +445,7 @@ public final class ActivityFold {
             let window = window!
             return DayShare(index: position, source: entry.source, rank: rank(entry.source),
                             start: entry.start, end: entry.end, value: entry.value,
-                            clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end))
+                            clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end), id: entry.id)
         }
         if user.hasMixedZones {
             // Samples bucketed on nearby days in other zones compete for the same hours.
@@ -482,12 +474,15 @@ public final class ActivityFold {
         let previous = try store.get(.lastKnown, key).map { (bytes) throws(DamagedState) in try LastKnownValue(decoding: bytes) }
         let previousFacts = previous.map { Facts(day: $0.day, value: $0.value, end: $0.latestSampleEnd) }
         guard facts != nil || previous != nil else { return }
-        let changer = try lastChange(userType, user: user, facts: facts, before: previousFacts)
-        // Unchanged, and no event of the batch changed it and changed it back: keep the event
-        // that last changed it.
+        let walk = try lastChange(userType, user: user, facts: facts, before: previousFacts)
+        var changer: Cause?
+        if case .changedBy(let cause) = walk { changer = cause }
+        // Unchanged, and no event of the batch changed it and changed it back (or the walk gave
+        // up): keep the event that last changed it.
         if changer == nil, facts == previousFacts { return }
-        // Stored facts the batch's events do not lead back to (a fold of another version
-        // wrote them): the latest event that touched a day from the earlier reported day on.
+        // The walk gave up, or the stored facts are not where the batch's events lead back to
+        // (a fold of another version wrote them): the latest event that touched a day from the
+        // earlier reported day on.
         let cause = changer ?? {
             let from = [facts?.day, previous?.day].compactMap { $0 }.min()!
             let relevant = touches.filter { $0.day >= from }
@@ -503,50 +498,123 @@ public final class ActivityFold {
                                  previous: previous.map { RowBuilder.lastKnown(user: user.name, type: userType.type, $0) }))
     }
 
+    /// What `lastChange` found.
+    private enum Walk {
+        case changedBy(Cause)
+        /// The facts were what they are now before every event of the batch that touched them.
+        case unchanged
+        /// The walk would have merged or read more than `walkBudget` entries.
+        case gaveUp
+    }
+
+    /// How many entries one `lastChange` may merge or read before it gives up (and the row
+    /// takes the batch's latest event that touched a day from the reported one on, the rule
+    /// before version 10). A batch that ends in thousands of events that each re-merge the
+    /// latest day without changing the facts (retractions of samples that win no time) would
+    /// otherwise cost their number times the day's size.
+    static let walkBudget = 4_000_000
+
     /// The latest event of the batch after which `userType`'s facts were what they are now
-    /// (`facts`) and before which they were not; nil when they were `facts` before every event
-    /// of the batch that touched them. The events are undone one by one from the last, each
-    /// state compared with `facts`, until one differs. An event that cannot be undone here (a
-    /// `Step` barrier) ends the walk: it is the change when the facts were others before the
-    /// batch (`before`) or when earlier events of the batch touched them (which state they left
-    /// is not known), and no change otherwise.
-    private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Cause? {
-        guard let steps = steps[userType.user] else { return nil }
-        func touches(_ step: Step) -> Bool {
-            step.barriers.contains(userType.type) || step.changes.contains { $0.key.type == userType.type }
-        }
-        // Days' entries as they stood before the events undone so far.
-        var overlay: [Int: [BucketEntry]] = [:]
-        // Entries of days more than four before the reported one change neither it, its total
-        // nor the latest end: a day's merge reaches two days either side, and the latest end
-        // is looked for in the last three days with samples.
-        let reach = facts.map { $0.day - 4 } ?? .min
-        for (index, step) in steps.enumerated().reversed() {
-            if step.barriers.contains(userType.type) {
-                return before != facts || steps[..<index].contains(where: touches) ? step.cause : nil
+    /// (`facts`) and before which they were not. The events are undone one by one from the
+    /// last, and each state before one compared with `facts`, until one differs. An event that
+    /// cannot be undone here (a `Step` barrier) ends the walk: it is the change when the facts
+    /// were others before the batch (`before`) or when earlier events of the batch touched them
+    /// (which state they left is not known), and no change otherwise.
+    ///
+    /// The state after an event is known to have `facts` (else the walk stopped there), so the
+    /// state before it has them too unless the event changed a day from the reported one on
+    /// (its total, or a later day's from 0) or the latest end (an entry ending at or after it,
+    /// or a day emptied or filled). Only those days are merged again, and in a day of one zone
+    /// a sample that won no time (`DailyMerge`'s idle) is taken out without a merge: a batch
+    /// ending in samples that lose to a better source's costs one merge, not one each.
+    private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Walk {
+        guard let steps = steps[userType.user] else { return .unchanged }
+        func key(_ day: Int) -> DayKey { DayKey(user: userType.user, type: userType.type, day: day) }
+        var user = user
+        // Days' entries as they stood before the events undone so far, by id (a day's entries
+        // are merged in a canonical order, whatever theirs).
+        var overlay: [Int: [UUID: BucketEntry]] = [:]
+        var budget = ActivityFold.walkBudget
+        var spread = user.hasMixedZones ? 2 : 0
+        // Merges of days from the reported one on, as the undone state has them: the total,
+        // and (in one zone) the samples that win no time.
+        var merged: [Int: (total: Double, idle: Set<UUID>)] = [:]
+        for step in steps.reversed() {
+            if let barrier = step.barriers[userType.type] {
+                // A priority list: the facts just before it were noted when it was applied.
+                if barrier.facts != facts { return .changedBy(step.cause) }
+                // Equal, and with no row the stored rows the walk below reads are of other
+                // ranks: no earlier event of the batch is looked at.
+                guard facts != nil else { return before != facts ? .changedBy(step.cause) : .unchanged }
+                // Earlier states are merged with the ranks before it.
+                user = barrier.user
+                spread = user.hasMixedZones ? 2 : 0
+                merged.removeAll()
             }
-            var undone = false
-            var reaches = false
+            var dirty: Set<Int> = []
+            var endMoved = false
             for change in step.changes.reversed() where change.key.type == userType.type {
-                var entries = try overlay[change.key.day] ?? self.entries(of: change.key)
-                if change.added {
-                    if let index = entries.lastIndex(where: { $0.id == change.entry.id }) { entries.remove(at: index) }
-                } else {
-                    entries.append(change.entry)
+                let day = change.key.day
+                // Days this far before the reported one move neither it nor the latest end
+                // (a day's merge reaches `spread` days either side, and the latest end is
+                // looked for in the last three days with samples, the reported one among them).
+                if let facts, day < facts.day - max(spread, 2) {
+                    budget -= 1
+                    continue
                 }
-                overlay[change.key.day] = entries
-                undone = true
-                if change.key.day >= reach { reaches = true }
+                if overlay[day] == nil {
+                    let entries = try self.entries(of: change.key)
+                    budget -= entries.count
+                    overlay[day] = Dictionary(entries.map { ($0.id, $0) }) { _, last in last }
+                }
+                let wasEmpty = overlay[day]!.isEmpty
+                budget -= 1
+                if change.added {
+                    overlay[day]!.removeValue(forKey: change.entry.id)
+                    if spread == 0, merged[day]?.idle.contains(change.entry.id) == true {
+                        merged[day]!.idle.remove(change.entry.id)
+                    } else {
+                        for near in (day - spread)...(day + spread) { dirty.insert(near) }
+                    }
+                } else {
+                    overlay[day]![change.entry.id] = change.entry
+                    for near in (day - spread)...(day + spread) { dirty.insert(near) }
+                }
+                if wasEmpty != overlay[day]!.isEmpty || facts.map({ change.entry.end >= $0.end }) ?? true { endMoved = true }
             }
-            guard undone, reaches else { continue }
-            if try lastKnownFacts(userType, user: user, overlay: overlay) != facts { return step.cause }
+            guard !dirty.isEmpty || endMoved else { continue }
+            for day in dirty { merged[day] = nil }
+            guard let facts else {
+                // No row now (the user's samples retracted, say): each earlier state is
+                // computed whole.
+                budget -= overlay.values.reduce(0) { $0 + $1.count } * (2 * spread + 1)
+                if budget < 0 { return .gaveUp }
+                if try lastKnownFacts(userType, user: user, overlay: overlay) != nil { return .changedBy(step.cause) }
+                continue
+            }
+            for day in dirty.sorted() where day >= facts.day {
+                let shares = try self.shares(of: key(day), user: user, entries: try overlay[day].map { Array($0.values) } ?? entries(of: key(day))) {
+                    try overlay[$0.day].map { Array($0.values) } ?? self.entries(of: $0)
+                }
+                budget -= shares.count
+                var idle: [Int]? = spread == 0 ? [] : nil
+                let total = DailyMerge.daily(shares, idle: &idle)?.value ?? 0
+                merged[day] = (total, Set((idle ?? []).compactMap { shares[$0].id }))
+                if day == facts.day ? total != facts.value : total != 0 { return .changedBy(step.cause) }
+            }
+            if endMoved {
+                let (end, read) = try latestEnd(userType, overlay: overlay)
+                budget -= read
+                if end != facts.end { return .changedBy(step.cause) }
+            }
+            if budget < 0 { return .gaveUp }
         }
-        return nil
+        return .unchanged
     }
 
     /// `userType`'s facts as stored, but for the days in `overlay`, whose entries are the
     /// overlay's. Nil when no day has a non-zero total or no sample counts.
-    private func lastKnownFacts(_ userType: UserType, user: UserState, overlay: [Int: [BucketEntry]]) throws -> Facts? {
+    private func lastKnownFacts(_ userType: UserType, user: UserState, overlay: [Int: [UUID: BucketEntry]]) throws -> Facts? {
         let prefix = StateKey.userType(userType.user, userType.type)
         // The totals of the days the overlay changes: its own, and for a user with samples in
         // more than one zone the two either side (their merges take its entries).
@@ -555,8 +623,8 @@ public final class ActivityFold {
         for overlaid in overlay.keys {
             for day in (overlaid - spread)...(overlaid + spread) where totals[day] == nil {
                 let key = DayKey(user: userType.user, type: userType.type, day: day)
-                let shares = try self.shares(of: key, user: user, entries: try overlay[day] ?? entries(of: key)) {
-                    try overlay[$0.day] ?? self.entries(of: $0)
+                let shares = try self.shares(of: key, user: user, entries: try overlay[day].map { Array($0.values) } ?? entries(of: key)) {
+                    try overlay[$0.day].map { Array($0.values) } ?? self.entries(of: $0)
                 }
                 totals[day] = DailyMerge.daily(shares)?.value ?? 0
             }
@@ -572,11 +640,20 @@ public final class ActivityFold {
             latest = (day, daily.value)
             return false
         }
-        // The latest end lies in one of the last three days with samples: local days of
-        // different zones are at most 26 hours apart.
+        let (latestEnd, _) = try self.latestEnd(userType, overlay: overlay)
+        guard let latest, let latestEnd else { return nil }
+        return Facts(day: latest.day, value: latest.value, end: latestEnd)
+    }
+
+    /// The latest end of a sample of `userType` as stored, but for the days in `overlay`, and
+    /// how many stored chunks and overlay entries it read. It lies in one of the last three days
+    /// with samples: local days of different zones are at most 26 hours apart.
+    private func latestEnd(_ userType: UserType, overlay: [Int: [UUID: BucketEntry]]) throws -> (Int64?, read: Int) {
+        let prefix = StateKey.userType(userType.user, userType.type)
         var lastDay = overlay.filter { !$0.value.isEmpty }.keys.max()
         var sawStored = false
         var latestEnd: Int64?
+        var read = 0
         try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
             let day = try StateKey.parseBucketChunk(key).day
             if overlay[day] == nil, !sawStored {
@@ -584,17 +661,18 @@ public final class ActivityFold {
                 lastDay = max(lastDay ?? day, day)
             }
             if let lastDay, day < lastDay - 2 { return false }
+            read += 1
             guard overlay[day] == nil else { return true }
             if let end = try BucketEntry.latestEnd(value), end > (latestEnd ?? .min) { latestEnd = end }
             return true
         }
         if let lastDay {
             for (day, entries) in overlay where day >= lastDay - 2 {
-                for entry in entries where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
+                read += entries.count
+                for entry in entries.values where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
             }
         }
-        guard let latest, let latestEnd else { return nil }
-        return Facts(day: latest.day, value: latest.value, end: latestEnd)
+        return (latestEnd, read)
     }
 
     /// Records, for `lastChange`, that the event being applied put `entry` into `key`'s bucket
@@ -604,11 +682,34 @@ public final class ActivityFold {
         step?.changes.append((key, entry, added))
     }
 
-    /// Records that the event being applied changed `user`'s merges of `type` in a way
-    /// `lastChange` does not undo.
-    private func noteBarrier(user: UInt32, type: QuantityType) {
-        step?.user = user
-        step?.barriers.append(type)
+    /// `userType`'s facts as the batch has left them so far, with `user`'s ranks: the days
+    /// with samples from the latest down, merged until one has a non-zero total (the stored
+    /// `daily` rows are the batch's start).
+    private func currentFacts(_ userType: UserType, user: UserState) throws -> Facts? {
+        var days = Set(buckets.keys.lazy.filter { $0.user == userType.user && $0.type == userType.type }.map(\.day))
+        try store.scan(.buckets, prefix: StateKey.userType(userType.user, userType.type), reverse: false) { key, _ in
+            days.insert(try StateKey.parseBucketChunk(key).day)
+            return true
+        }
+        var latest: (day: Int, value: Double)?
+        var lastDay: Int?
+        var latestEnd: Int64?
+        for day in days.sorted(by: >) {
+            let key = DayKey(user: userType.user, type: userType.type, day: day)
+            let entries = try self.entries(of: key)
+            guard !entries.isEmpty else { continue }
+            if lastDay == nil { lastDay = day }
+            if day >= lastDay! - 2 {
+                for entry in entries where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
+            }
+            if latest == nil {
+                let shares = try self.shares(of: key, user: user, entries: entries) { try self.entries(of: $0) }
+                if let total = DailyMerge.daily(shares)?.value, total != 0 { latest = (day, total) }
+            }
+            if latest != nil, day < lastDay! - 2 { break }
+        }
+        guard let latest, let latestEnd else { return nil }
+        return Facts(day: latest.day, value: latest.value, end: latestEnd)
     }
 
     // MARK: - State access

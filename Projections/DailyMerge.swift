@@ -1,3 +1,4 @@
+import Foundation
 import LedgerCore
 
 /// One sample's part in one day, ready for merging.
@@ -14,6 +15,8 @@ struct DayShare {
     /// The sample clipped to the day (in its zone).
     var clippedStart: Int64
     var clippedEnd: Int64
+    /// The sample's id, for a target whose idleness the fold asks about (`ActivityFold.lastChange`).
+    var id: UUID? = nil
 
     var isInstant: Bool { end == start }
 }
@@ -25,6 +28,14 @@ enum DailyMerge {
     /// `value × won time / its duration`. Intervals are half-open. A zero-length sample counts
     /// unless a higher-priority source covers its instant. Nil when no sample contributes.
     static func daily(_ shares: [DayShare]) -> DailyValue? {
+        var idle: [Int]?
+        return daily(shares, idle: &idle)
+    }
+
+    /// `daily`, and with `idle` non-nil the positions of the targets that contribute nothing
+    /// to the total (a sample that wins no time, a zero-length one covered or of value 0): in a
+    /// day whose samples share one zone, taking one of them out changes no one's won time.
+    static func daily(_ shares: [DayShare], idle: inout [Int]?) -> DailyValue? {
         guard shares.contains(where: \.isTarget) else { return nil }
         var won = [Int64](repeating: 0, count: shares.count)
 
@@ -88,6 +99,13 @@ enum DailyMerge {
         var total = 0.0
         var samples = 0
         var sources = NameIndex()  // distinct by bytes (`sameName`)
+        if idle != nil {
+            idle = shares.indices.filter { position in
+                let share = shares[position]
+                guard share.isTarget else { return false }
+                return share.isInstant ? covered[position] || share.value == 0 : won[position] == 0
+            }
+        }
         for (position, share) in shares.enumerated() where share.isTarget {
             if share.isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
