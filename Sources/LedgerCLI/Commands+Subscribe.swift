@@ -8,6 +8,10 @@ import Synchronization
 let interrupted = Atomic<Bool>(false)
 /// Set when the interruption was SIGTERM (a normal shutdown for `serve`).
 let terminatedBySIGTERM = Atomic<Bool>(false)
+/// Set by `catchInterrupts(interruptingWrites: true)` (`subscribe`): after a signal, writes go
+/// on only while the reader takes them (`OutputSink`). Other commands' writes wait for their
+/// reader as before (`import`'s last message to a pager).
+let writesDrainAfterInterrupt = Atomic<Bool>(false)
 
 /// Makes SIGINT and SIGTERM set `interrupted` instead of killing the process, so long-running
 /// commands can stop cleanly and exit 130.
@@ -24,6 +28,7 @@ func catchInterrupts(interruptingWrites: Bool = false) {
     sigaddset(&signals, SIGINT)
     sigaddset(&signals, SIGTERM)
     pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    if interruptingWrites { writesDrainAfterInterrupt.store(true, ordering: .relaxed) }
     installHandler(SIGINT, restarting: !interruptingWrites) { _ in interrupted.store(true, ordering: .relaxed) }
     installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
         terminatedBySIGTERM.store(true, ordering: .relaxed)

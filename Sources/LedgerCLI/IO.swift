@@ -41,19 +41,35 @@ public final class OutputSink: Sendable {
         case .memory:
             buffer.withLock { $0.append(contentsOf: bytes) }
         case .descriptor(let fd):
+            // Once a reader has taken nothing for `drainTimeout` after a signal, nothing more
+            // is written: each write of a command that writes many (`subscribe events`, one a
+            // record) would wait that long again.
+            guard !drainGaveUp.load(ordering: .relaxed) else { return }
             bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
                     var count = raw.count - offset
-                    if interrupted.load(ordering: .relaxed) {
+                    if interrupted.load(ordering: .relaxed), writesDrainAfterInterrupt.load(ordering: .relaxed) {
                         // A pipe with room for PIPE_BUF bytes takes that many without blocking.
-                        var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                        guard poll(&ready, 1, Int32(OutputSink.drainTimeout * 1000)) == 1 else { return }
+                        guard OutputSink.waitWritable(fd, seconds: OutputSink.drainTimeout) else {
+                            drainGaveUp.store(true, ordering: .relaxed)
+                            return
+                        }
                         count = min(count, Int(PIPE_BUF))
                     }
                     let written = Foundation.write(fd, raw.baseAddress! + offset, count)
                     if written < 0 {
-                        if errno == EINTR || errno == EAGAIN { continue }
+                        if errno == EINTR { continue }
+                        // A descriptor the caller made non-blocking: wait for room rather than
+                        // spin on the write.
+                        if errno == EAGAIN {
+                            let draining = interrupted.load(ordering: .relaxed) && writesDrainAfterInterrupt.load(ordering: .relaxed)
+                            if !OutputSink.waitWritable(fd, seconds: draining ? OutputSink.drainTimeout : nil), draining {
+                                drainGaveUp.store(true, ordering: .relaxed)
+                                return
+                            }
+                            continue
+                        }
                         failure.withLock { $0 = $0 ?? String(cString: strerror(errno)) }
                         return
                     }
@@ -65,6 +81,14 @@ public final class OutputSink: Sendable {
 
     /// How long a write after SIGINT or SIGTERM waits for the reader to take more.
     static let drainTimeout = 2.0
+    private let drainGaveUp = Atomic<Bool>(false)
+
+    /// Whether `fd` can take bytes within `seconds` (nil: however long it takes).
+    private static func waitWritable(_ fd: Int32, seconds: Double?) -> Bool {
+        var ready = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        let result = poll(&ready, 1, seconds.map { Int32($0 * 1000) } ?? -1)
+        return result == 1
+    }
 
     private let failure = Mutex<String?>(nil)
 

@@ -93,6 +93,8 @@ public final class HealthExportReader {
     private var failure: ImportError?
     /// The parser's first error (`sax.serror`): its message and line.
     private var firstError: (message: String, line: Int, code: Int32)?
+    /// The input's last byte other than white space: not `>` when it was cut inside a tag.
+    private var lastByte: UInt8 = 0
 
     /// Opens `path` (an `export.xml` or the `export.zip` holding it). An archive's `export.xml`
     /// is read through once first, to check it (`ExportStream`); `checking` hears how far.
@@ -166,6 +168,7 @@ public final class HealthExportReader {
             failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: stream.problem ?? "the file could not be read")
             return
         }
+        if let last = buffer[..<count].last(where: { $0 > 0x20 }) { lastByte = last }
         let status = buffer.withUnsafeBufferPointer { bytes in
             bytes.withMemoryRebound(to: CChar.self) { xml.parseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
         }
@@ -268,7 +271,12 @@ public final class HealthExportReader {
         if let error = firstError ?? last.map({ (HealthExportReader.oneLine($0.pointee.message), Int($0.pointee.line), Int32($0.pointee.code)) }) {
             message = error.message
             if error.line > 0 { line = error.line }
-            if atEnd, error.code == Int32(XML_ERR_DOCUMENT_END.rawValue) {
+            if atEnd, sawElement, depth > 0, lastByte != UInt8(ascii: ">") {
+                // Cut inside a tag, as a truncated export nearly always is (a record is one
+                // long line): libxml2's first word on it reads like a quoting error
+                // ("AttValue: ' expected").
+                message = "the file ends inside a tag, in an element left open (is it truncated?)"
+            } else if atEnd, error.code == Int32(XML_ERR_DOCUMENT_END.rawValue) {
                 if !sawElement {
                     message = "the file holds no XML document"
                 } else if depth > 0 {

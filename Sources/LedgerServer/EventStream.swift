@@ -63,12 +63,13 @@ final class EventStream: @unchecked Sendable {
 
     /// Called by MHD for the next bytes of the body.
     func fill(_ buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        // A removed client's token stops working at once, for the streams it opened too, and
+        // what they had read but not yet sent is not sent.
+        if let client, (try? server.log.tokenWorks(for: client)) != true { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
         while pendingOffset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
-            if lock.withLock({ $0.closing }) { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
-            // A removed client's token stops working at once, for the streams it opened too.
-            if let client, (try? server.log.tokenWorks(for: client)) != true { return -1 }
+            if lock.withLock({ $0.closing }) { return -1 }
             let moved = readChanges()
             if !pending.isEmpty { break }
             // Changes the filter or the client's grants left out still moved the cursor: read

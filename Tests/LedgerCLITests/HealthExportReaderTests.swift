@@ -185,6 +185,10 @@ struct HealthExportReaderTests {
             ([], 1, "the file holds no XML document"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record type=\"t\" value=\"1\">\n".utf8), 3,
              "the file ends inside the document, in an element left open (is it truncated?)"),
+            // Cut inside a tag, as a truncated export nearly always is: libxml2's first error
+            // reads like a quoting error ("AttValue: ' expected").
+            (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record type=\"t\" value=\"1\"/>\n <Record type=\"t\" val".utf8), 4,
+             "the file ends inside a tag, in an element left open (is it truncated?)"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record sourceName=\"caf".utf8) + [0xE9] + Array("\"/>\n</HealthData>\n".utf8), 3,
              "Input is not proper UTF-8, indicate encoding !; Bytes: 0xE9 0x22 0x2F 0x3E (column 25)"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n</HealthData>\n<Record type=\"t\"/>\n".utf8), 4,
