@@ -137,6 +137,10 @@ public final class ActivityFold {
     /// The batch's events, per user, as far as they changed buckets (`Step`).
     private var steps: [UInt32: [Step]] = [:]
     private var step: Step?
+    /// How many `last-known` rows took the rule before version 10 because the walk back gave
+    /// up, or did not lead to the facts stored before the batch: 0 on a ledger folded by this
+    /// version but for walks past `walkBudget` (tests hold it to that).
+    public private(set) var lastKnownGuesses = 0
     /// The last user and zone looked up: consecutive events nearly always share them, and
     /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
     private var lastUser = LastLookup<UInt32>()
@@ -483,6 +487,7 @@ public final class ActivityFold {
         // The walk gave up, or the stored facts are not where the batch's events lead back to
         // (a fold of another version wrote them): the latest event that touched a day from the
         // earlier reported day on.
+        if changer == nil { lastKnownGuesses += 1 }
         let cause = changer ?? {
             let from = [facts?.day, previous?.day].compactMap { $0 }.min()!
             let relevant = touches.filter { $0.day >= from }

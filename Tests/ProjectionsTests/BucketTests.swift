@@ -160,7 +160,9 @@ extension BucketTests {
             rest = rest.dropFirst(size)
         }
         #expect(single.store.entries(.buckets).count > 3 * 2)  // days of several chunks
-        // `last-known` included: it names the event that last changed it, whatever the batch.
+        // `last-known` included: it names the event that last changed it, whatever the batch,
+        // found by walking back, never by the rule before it.
+        for harness in [single, perEvent, batched] { #expect(harness.lastKnownGuesses == 0) }
         for table in StateTable.allCases {
             for other in [perEvent, batched] {
                 let differing = differentKeys(other.store.entries(table), single.store.entries(table))

@@ -10,6 +10,8 @@ final class FoldHarness {
     let context: FoldContext
     private(set) var seq: UInt64 = 0
     private(set) var changes: [RowChange] = []
+    /// The folds' `lastKnownGuesses`, summed.
+    private(set) var lastKnownGuesses = 0
     /// Each event's seq by id, as the log's `ids` gives it: corrections name their target's.
     private var seqs: [UUID: UInt64] = [:]
 
@@ -36,6 +38,7 @@ final class FoldHarness {
             try fold.apply(LoggedEvent(seq: seq, recorded: Timestamp(seconds: 1_767_225_600 + Int64(seq)), event: event, target: target))
         }
         changes += try fold.flush()
+        lastKnownGuesses += fold.lastKnownGuesses
     }
 
     func rows(_ projection: ProjectionName, _ filter: RowFilter = RowFilter()) throws -> [Row] {

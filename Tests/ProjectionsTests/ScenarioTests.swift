@@ -622,6 +622,7 @@ struct ScenarioTests {
                 let known = try #require(try lastKnownRow(harness, "ann"))
                 #expect(known.number("seq") == Double(seq), "\(prefix) events")
                 #expect(known.number("value") == (prefix >= 4 ? 50 : 100))
+                #expect(harness.lastKnownGuesses == 0)
             }
         }
     }
