@@ -783,12 +783,7 @@ struct ServerTests {
         try withTemporaryLedger { db in
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((step(minute: 0) + "\n" + step(minute: 1)).utf8)).status == 0)
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 2).utf8)).status == 0)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["subscribe", "daily-steps", "--from", "0", "--db", db]
-            let output = Pipe()
-            process.standardOutput = output
-            try process.run()
+            let (process, output) = try started(binary, ["subscribe", "daily-steps", "--from", "0", "--db", db])
             // Whatever happens below, do not leave the child holding the pipe (the test runner
             // would wait for it forever).
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
@@ -819,12 +814,7 @@ struct ServerTests {
                 return #"{"kind":"sample","user":"ann","type":"steps","value":\#(day + 1),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
             }
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.joined(separator: "\n").utf8)).status == 0)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = ["subscribe", projection, "--from", "0", "--db", db]
-            let output = Pipe()  // never read
-            process.standardOutput = output
-            try process.run()
+            let (process, output) = try started(binary, ["subscribe", projection, "--from", "0", "--db", db])  // never read
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             usleep(500_000)
             #expect(process.isRunning)
@@ -858,12 +848,7 @@ struct ServerTests {
                 after = through
             }
             for trial in 0..<3 {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: binary)
-                process.arguments = ["subscribe", "daily", "--from", "0", "--db", db]
-                let output = Pipe()
-                process.standardOutput = output
-                try process.run()
+                let (process, output) = try started(binary, ["subscribe", "daily", "--from", "0", "--db", db])
                 defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
                 let fd = output.fileHandleForReading.fileDescriptor
                 var received: [UInt8] = []
@@ -947,12 +932,7 @@ struct ServerTests {
             let profile = #"{"kind":"profile","user":"ann","priority":{"steps":["Watch","iPhone"]}}"#
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(profile.utf8)).status == 0)
             func subscribe(from position: String, expecting count: Int) throws -> [String] {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: binary)
-                process.arguments = ["subscribe", "daily", "--from", position, "--db", db]
-                let output = Pipe()
-                process.standardOutput = output
-                try process.run()
+                let (process, output) = try started(binary, ["subscribe", "daily", "--from", position, "--db", db])
                 defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
                 let reader = LineReader(handle: output.fileHandleForReading)
                 var lines: [String] = []
@@ -1011,4 +991,16 @@ final class LineReader: @unchecked Sendable {
             return lines.removeFirst()
         }
     }
+}
+
+/// `ledger ARGUMENTS` started with its standard output on a pipe, for the caller to read (and
+/// to kill if it is still running when done).
+private func started(_ binary: String, _ arguments: [String]) throws -> (process: Process, output: Pipe) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: binary)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    try process.run()
+    return (process, output)
 }
