@@ -16,7 +16,9 @@ import PackageDescription
 // (LazyLibrary), so that every other command starts without loading them and what they pull
 // in (ICU, GnuTLS): their system-library targets name no library to link.
 // libxml2's headers live in their own directory (Debian's, as `pkg-config --cflags
-// libxml-2.0` prints it); only LedgerImport, and the tests that import it @testable, see them.
+// libxml-2.0` prints it); LedgerImport and every module that imports it see them: clang
+// rebuilds the CLibXML2 module for an importer when the headers change (an upgrade of
+// libxml2-dev), and an importer without them failed to build until LedgerImport was rebuilt.
 let libxml2Headers: [SwiftSetting] = [.unsafeFlags(["-Xcc", "-I/usr/include/libxml2"])]
 
 // The `ledger` binary allocates with jemalloc (Debian's libjemalloc-dev), which replaces glibc's
@@ -70,7 +72,7 @@ let package = Package(
                 path: "Sources/LedgerImport", swiftSettings: libxml2Headers),
         .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
                                                    "LedgerServer", "LedgerBus"],
-                path: "Sources/LedgerCLI"),
+                path: "Sources/LedgerCLI", swiftSettings: libxml2Headers),
         .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger",
                           linkerSettings: jemalloc),
         .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],
@@ -79,7 +81,7 @@ let package = Package(
                 path: "Tests/LedgerTestSupport"),
         .executableTarget(name: "ledger-bench", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
                                                               "LedgerTestSupport"],
-                          path: "Tools/ledger-bench", linkerSettings: jemalloc),
+                          path: "Tools/ledger-bench", swiftSettings: libxml2Headers, linkerSettings: jemalloc),
         .testTarget(name: "LedgerCoreTests", dependencies: ["LedgerCore"],
                     path: "Tests/LedgerCoreTests"),
         .testTarget(name: "ProjectionsTests", dependencies: ["Projections", "LedgerCore", "LedgerTestSupport"],

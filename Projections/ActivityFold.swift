@@ -460,7 +460,8 @@ public final class ActivityFold {
                     seen.insert(entry.id)
                     shares.append(DayShare(index: shares.count, isTarget: false, source: entry.source,
                                            rank: rank(entry.source), start: entry.start,
-                                           end: entry.end, value: entry.value, clippedStart: entry.start, clippedEnd: entry.end))
+                                           end: entry.end, value: entry.value, clippedStart: entry.start, clippedEnd: entry.end,
+                                           id: entry.id))
                 }
             }
         }
@@ -533,7 +534,8 @@ public final class ActivityFold {
     /// a sample that won no time (`DailyMerge`'s idle) is taken out without a merge: a batch
     /// ending in samples that lose to a better source's costs one merge, not one each.
     private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Walk {
-        guard let steps = steps[userType.user] else { return .unchanged }
+        // No row before the batch or after it: none to name an event in, and no change to send.
+        guard facts != nil || before != nil, let steps = steps[userType.user] else { return .unchanged }
         func key(_ day: Int) -> DayKey { DayKey(user: userType.user, type: userType.type, day: day) }
         var user = user
         // Days' entries as they stood before the events undone so far, by id (a day's entries
@@ -544,13 +546,14 @@ public final class ActivityFold {
         // Merges of days from the reported one on, as the undone state has them: the total,
         // and (in one zone) the samples that win no time.
         var merged: [Int: (total: Double, idle: Set<UUID>)] = [:]
+        // The last day with samples and how many entries of the days the latest end is looked
+        // for in end at `facts.end`, in the undone state, once counted: taking out or putting
+        // back one of them then needs no new count while others remain.
+        var endCount: (lastDay: Int, atEnd: Int)?
         for step in steps.reversed() {
             if let barrier = step.barriers[userType.type] {
                 // A priority list: the facts just before it were noted when it was applied.
                 if barrier.facts != facts { return .changedBy(step.cause) }
-                // Equal, and with no row the stored rows the walk below reads are of other
-                // ranks: no earlier event of the batch is looked at.
-                guard facts != nil else { return before != facts ? .changedBy(step.cause) : .unchanged }
                 // Earlier states are merged with the ranks before it.
                 user = barrier.user
                 spread = user.hasMixedZones ? 2 : 0
@@ -576,41 +579,58 @@ public final class ActivityFold {
                 budget -= 1
                 if change.added {
                     overlay[day]!.removeValue(forKey: change.entry.id)
-                    if spread == 0, merged[day]?.idle.contains(change.entry.id) == true {
-                        merged[day]!.idle.remove(change.entry.id)
-                    } else {
-                        for near in (day - spread)...(day + spread) { dirty.insert(near) }
+                    // Each merge the sample is in (its day's, and for mixed zones its
+                    // neighbours'): one where it is idle stays as it was without it.
+                    for near in (day - spread)...(day + spread) {
+                        if merged[near]?.idle.contains(change.entry.id) == true {
+                            merged[near]!.idle.remove(change.entry.id)
+                        } else {
+                            dirty.insert(near)
+                        }
                     }
                 } else {
                     overlay[day]![change.entry.id] = change.entry
                     for near in (day - spread)...(day + spread) { dirty.insert(near) }
                 }
-                if wasEmpty != overlay[day]!.isEmpty || facts.map({ change.entry.end >= $0.end }) ?? true { endMoved = true }
+                if let facts {
+                    if wasEmpty != overlay[day]!.isEmpty || change.entry.end > facts.end {
+                        endCount = nil
+                        endMoved = true
+                    } else if change.entry.end == facts.end {
+                        if let count = endCount {
+                            if day >= count.lastDay - 2 {
+                                endCount!.atEnd += change.added ? -1 : 1
+                                if endCount!.atEnd <= 0 { endMoved = true }
+                            }
+                        } else {
+                            endMoved = true
+                        }
+                    }
+                }
             }
             guard !dirty.isEmpty || endMoved else { continue }
             for day in dirty { merged[day] = nil }
-            guard let facts else {
-                // No row now (the user's samples retracted, say): each earlier state is
-                // computed whole.
-                budget -= overlay.values.reduce(0) { $0 + $1.count } * (2 * spread + 1)
-                if budget < 0 { return .gaveUp }
-                if try lastKnownFacts(userType, user: user, overlay: overlay) != nil { return .changedBy(step.cause) }
-                continue
-            }
-            for day in dirty.sorted() where day >= facts.day {
+            // With no row now, every day's total is 0 after this event: the state before it
+            // has a row exactly when a day it changed has a total (and so a sample).
+            for day in dirty.sorted() where facts.map({ day >= $0.day }) ?? true {
                 let shares = try self.shares(of: key(day), user: user, entries: try overlay[day].map { Array($0.values) } ?? entries(of: key(day))) {
                     try overlay[$0.day].map { Array($0.values) } ?? self.entries(of: $0)
                 }
                 budget -= shares.count
-                var idle: [Int]? = spread == 0 ? [] : nil
+                var idle: [Int]? = []
                 let total = DailyMerge.daily(shares, idle: &idle)?.value ?? 0
                 merged[day] = (total, Set((idle ?? []).compactMap { shares[$0].id }))
+                guard let facts else {
+                    if total != 0 { return .changedBy(step.cause) }
+                    continue
+                }
                 if day == facts.day ? total != facts.value : total != 0 { return .changedBy(step.cause) }
             }
-            if endMoved {
-                let (end, read) = try latestEnd(userType, overlay: overlay)
-                budget -= read
-                if end != facts.end { return .changedBy(step.cause) }
+            if let facts, endMoved {
+                let found = try latestEnd(userType, overlay: overlay)
+                budget -= found.read
+                if found.end != facts.end { return .changedBy(step.cause) }
+                endCount = found.lastDay.map { ($0, found.atEnd) }
             }
             if budget < 0 { return .gaveUp }
         }
@@ -645,20 +665,31 @@ public final class ActivityFold {
             latest = (day, daily.value)
             return false
         }
-        let (latestEnd, _) = try self.latestEnd(userType, overlay: overlay)
-        guard let latest, let latestEnd else { return nil }
+        guard let latest, let latestEnd = try self.latestEnd(userType, overlay: overlay).end else { return nil }
         return Facts(day: latest.day, value: latest.value, end: latestEnd)
     }
 
-    /// The latest end of a sample of `userType` as stored, but for the days in `overlay`, and
-    /// how many stored chunks and overlay entries it read. It lies in one of the last three days
-    /// with samples: local days of different zones are at most 26 hours apart.
-    private func latestEnd(_ userType: UserType, overlay: [Int: [UUID: BucketEntry]]) throws -> (Int64?, read: Int) {
+    /// The latest end of a sample of `userType` as stored, but for the days in `overlay`; the
+    /// last day with samples; how many entries of the days it is looked for in end then; and
+    /// how many stored chunks and overlay entries it read. It lies in one of the last three
+    /// days with samples: local days of different zones are at most 26 hours apart.
+    private func latestEnd(_ userType: UserType, overlay: [Int: [UUID: BucketEntry]])
+        throws -> (end: Int64?, lastDay: Int?, atEnd: Int, read: Int) {
         let prefix = StateKey.userType(userType.user, userType.type)
         var lastDay = overlay.filter { !$0.value.isEmpty }.keys.max()
         var sawStored = false
         var latestEnd: Int64?
-        var read = 0
+        var atEnd = 0
+        var read = overlay.count
+        func take(_ end: Int64?, _ count: Int) {
+            guard let end else { return }
+            if end > (latestEnd ?? .min) {
+                latestEnd = end
+                atEnd = count
+            } else if end == latestEnd {
+                atEnd += count
+            }
+        }
         try store.scan(.buckets, prefix: prefix, reverse: true) { key, value in
             let day = try StateKey.parseBucketChunk(key).day
             if overlay[day] == nil, !sawStored {
@@ -668,16 +699,17 @@ public final class ActivityFold {
             if let lastDay, day < lastDay - 2 { return false }
             read += 1
             guard overlay[day] == nil else { return true }
-            if let end = try BucketEntry.latestEnd(value), end > (latestEnd ?? .min) { latestEnd = end }
+            let (end, count) = try BucketEntry.latestEndAndCount(value)
+            take(end, count)
             return true
         }
         if let lastDay {
             for (day, entries) in overlay where day >= lastDay - 2 {
                 read += entries.count
-                for entry in entries.values where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
+                for entry in entries.values { take(entry.end, 1) }
             }
         }
-        return (latestEnd, read)
+        return (latestEnd, lastDay, atEnd, read)
     }
 
     /// Records, for `lastChange`, that the event being applied put `entry` into `key`'s bucket
@@ -707,7 +739,8 @@ public final class ActivityFold {
             if day >= lastDay! - 2 {
                 for entry in entries where entry.end > (latestEnd ?? .min) { latestEnd = entry.end }
             }
-            if latest == nil {
+            // A day whose samples are all of value 0 totals 0 whatever the ranks.
+            if latest == nil, entries.contains(where: { $0.value != 0 }) {
                 let shares = try self.shares(of: key, user: user, entries: entries) { try self.entries(of: $0) }
                 if let total = DailyMerge.daily(shares)?.value, total != 0 { latest = (day, total) }
             }

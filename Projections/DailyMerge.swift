@@ -15,7 +15,7 @@ struct DayShare {
     /// The sample clipped to the day (in its zone).
     var clippedStart: Int64
     var clippedEnd: Int64
-    /// The sample's id, for a target whose idleness the fold asks about (`ActivityFold.lastChange`).
+    /// The sample's id, for the fold to ask whether it is idle (`ActivityFold.lastChange`).
     var id: UUID? = nil
 
     var isInstant: Bool { end == start }
@@ -32,11 +32,17 @@ enum DailyMerge {
         return daily(shares, idle: &idle)
     }
 
-    /// `daily`, and with `idle` non-nil the positions of the targets that contribute nothing
-    /// to the total (a sample that wins no time, a zero-length one covered or of value 0): in a
-    /// day whose samples share one zone, taking one of them out changes no one's won time.
+    /// `daily`, and with `idle` non-nil the positions of the samples, targets or not, that
+    /// take part in nothing: a zero-length one covered or of value 0, or one that, wherever a
+    /// target could win time while it is open, has a better-ranked sample open too. Taking such
+    /// a sample out changes no one's won time and no instant's cover, and leaves every other
+    /// idle sample idle (what made each idle was better ranked than it).
     static func daily(_ shares: [DayShare], idle: inout [Int]?) -> DailyValue? {
-        guard shares.contains(where: \.isTarget) else { return nil }
+        guard shares.contains(where: \.isTarget) else {
+            // No sample of the day: its neighbours' samples take part in nothing.
+            if idle != nil { idle = Array(shares.indices) }
+            return nil
+        }
         var won = [Int64](repeating: 0, count: shares.count)
 
         // Sweep over real time. Every sample covers its whole interval (so samples bucketed on
@@ -60,12 +66,21 @@ enum DailyMerge {
         let instants = shares.indices.filter { shares[$0].isInstant && shares[$0].isTarget }
             .sorted { shares[$0].start < shares[$1].start }
         var covered = [Bool](repeating: false, count: shares.count)
+        // Whether a sample was the best-ranked open one where a target could win, or at a
+        // covered instant (`idle`).
+        let trackIdle = idle != nil
+        var decides = [Bool](repeating: false, count: shares.count)
         var nextInstant = 0
         func settleInstants(before limit: Int64?) {
             while nextInstant < instants.count {
                 let position = instants[nextInstant]
                 if let limit, shares[position].start >= limit { return }
                 covered[position] = active.contains { shares[$0].rank < shares[position].rank }
+                if covered[position], trackIdle {
+                    // The best-ranked samples open at a covered instant decide its cover.
+                    let best = active.map { shares[$0].rank }.min()!
+                    for open in active where shares[open].rank == best { decides[open] = true }
+                }
                 nextInstant += 1
             }
         }
@@ -92,6 +107,10 @@ enum DailyMerge {
                     won[position] += next - time
                 }
             }
+            // A stretch where some open target could win: the best-ranked open here matter.
+            if trackIdle, active.contains(where: { shares[$0].isTarget && time >= shares[$0].clippedStart && next <= shares[$0].clippedEnd }) {
+                for position in active where shares[position].rank == best { decides[position] = true }
+            }
         }
 
         settleInstants(before: nil)
@@ -102,8 +121,7 @@ enum DailyMerge {
         if idle != nil {
             idle = shares.indices.filter { position in
                 let share = shares[position]
-                guard share.isTarget else { return false }
-                return share.isInstant ? covered[position] || share.value == 0 : won[position] == 0
+                return share.isInstant ? !share.isTarget || covered[position] || share.value == 0 : !decides[position]
             }
         }
         for (position, share) in shares.enumerated() where share.isTarget {

@@ -332,8 +332,14 @@ struct BucketEntry: Equatable {
     /// `decode(bytes).map(\.end).max()` without making the entries (no strings): what
     /// `last-known` needs from each recent bucket after every batch.
     static func latestEnd(_ bytes: [UInt8]) throws(DamagedState) -> Int64? {
+        try latestEndAndCount(bytes).end
+    }
+
+    /// `latestEnd`, and how many entries end then.
+    static func latestEndAndCount(_ bytes: [UInt8]) throws(DamagedState) -> (end: Int64?, count: Int) {
         var reader = ByteReader(bytes)
         var latest: Int64?
+        var count = 0
         for _ in 0..<(try reader.count(ofItemsOfAtLeast: 48)) {
             try reader.skip(16)
             try reader.skip(Int(try reader.u32()))
@@ -341,9 +347,14 @@ struct BucketEntry: Equatable {
             try reader.skip(8)
             let end = try reader.instant()
             try reader.skip(8)
-            if end > (latest ?? .min) { latest = end }
+            if end > (latest ?? .min) {
+                latest = end
+                count = 1
+            } else if end == latest {
+                count += 1
+            }
         }
-        return latest
+        return (latest, count)
     }
 }
 
