@@ -522,17 +522,18 @@ public final class ActivityFold {
 
     /// The latest event of the batch after which `userType`'s facts were what they are now
     /// (`facts`) and before which they were not. The events are undone one by one from the
-    /// last, and each state before one compared with `facts`, until one differs. An event that
-    /// cannot be undone here (a `Step` barrier) ends the walk: it is the change when the facts
-    /// were others before the batch (`before`) or when earlier events of the batch touched them
-    /// (which state they left is not known), and no change otherwise.
+    /// last, and each state before one compared with `facts`, until one differs. A priority
+    /// list (a `Step` barrier) is the change when the facts noted just before it differ;
+    /// otherwise the walk goes on with the ranks from before it.
     ///
     /// The state after an event is known to have `facts` (else the walk stopped there), so the
     /// state before it has them too unless the event changed a day from the reported one on
-    /// (its total, or a later day's from 0) or the latest end (an entry ending at or after it,
-    /// or a day emptied or filled). Only those days are merged again, and in a day of one zone
-    /// a sample that won no time (`DailyMerge`'s idle) is taken out without a merge: a batch
-    /// ending in samples that lose to a better source's costs one merge, not one each.
+    /// (its total, or a later day's from 0) or the latest end (an entry ending after it, the
+    /// last one ending at it, or a day emptied or filled). Only those days are merged again,
+    /// and a sample that takes part in nothing (`DailyMerge`'s idle) is taken out without a
+    /// merge: a batch ending in samples that lose to a better source's costs one merge, not
+    /// one each. With no row after the batch (`facts` nil), the state before an event has one
+    /// exactly when a day the event changed has a total.
     private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Walk {
         // No row before the batch or after it: none to name an event in, and no change to send.
         guard facts != nil || before != nil, let steps = steps[userType.user] else { return .unchanged }
@@ -544,7 +545,7 @@ public final class ActivityFold {
         var budget = ActivityFold.walkBudget
         var spread = user.hasMixedZones ? 2 : 0
         // Merges of days from the reported one on, as the undone state has them: the total,
-        // and (in one zone) the samples that win no time.
+        // and the samples that take part in nothing (`DailyMerge`'s idle).
         var merged: [Int: (total: Double, idle: Set<UUID>)] = [:]
         // The last day with samples and how many entries of the days the latest end is looked
         // for in end at `facts.end`, in the undone state, once counted: taking out or putting
