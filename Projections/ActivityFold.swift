@@ -475,7 +475,7 @@ public final class ActivityFold {
     private func recomputeLastKnown(_ userType: UserType, touches: [(cause: Cause, day: Int)]) throws {
         let key = StateKey.userType(userType.user, userType.type)
         let user = try userState(userType.user)
-        let facts = try lastKnownFacts(userType, user: user, overlay: [:])
+        let facts = try lastKnownFacts(userType)
         let previous = try store.get(.lastKnown, key).map { (bytes) throws(DamagedState) in try LastKnownValue(decoding: bytes) }
         let previousFacts = previous.map { Facts(day: $0.day, value: $0.value, end: $0.latestSampleEnd) }
         guard facts != nil || previous != nil else { return }
@@ -542,6 +542,7 @@ public final class ActivityFold {
         // Days' entries as they stood before the events undone so far, by id (a day's entries
         // are merged in a canonical order, whatever theirs).
         var overlay: [Int: [UUID: BucketEntry]] = [:]
+        func undone(_ key: DayKey) throws -> [BucketEntry] { try overlay[key.day].map { Array($0.values) } ?? entries(of: key) }
         var budget = ActivityFold.walkBudget
         var spread = user.hasMixedZones ? 2 : 0
         // Merges of days from the reported one on, as the undone state has them: the total,
@@ -614,9 +615,7 @@ public final class ActivityFold {
             // With no row now, every day's total is 0 after this event: the state before it
             // has a row exactly when a day it changed has a total (and so a sample).
             for day in dirty.sorted() where facts.map({ day >= $0.day }) ?? true {
-                let shares = try self.shares(of: key(day), user: user, entries: try overlay[day].map { Array($0.values) } ?? entries(of: key(day))) {
-                    try overlay[$0.day].map { Array($0.values) } ?? self.entries(of: $0)
-                }
+                let shares = try self.shares(of: key(day), user: user, entries: try undone(key(day)), neighbours: undone)
                 budget -= shares.count
                 var idle: [Int]? = []
                 let total = DailyMerge.daily(shares, idle: &idle)?.value ?? 0
@@ -638,35 +637,16 @@ public final class ActivityFold {
         return .unchanged
     }
 
-    /// `userType`'s facts as stored, but for the days in `overlay`, whose entries are the
-    /// overlay's. Nil when no day has a non-zero total or no sample counts.
-    private func lastKnownFacts(_ userType: UserType, user: UserState, overlay: [Int: [UUID: BucketEntry]]) throws -> Facts? {
-        let prefix = StateKey.userType(userType.user, userType.type)
-        // The totals of the days the overlay changes: its own, and for a user with samples in
-        // more than one zone the two either side (their merges take its entries).
-        var totals: [Int: Double] = [:]
-        let spread = user.hasMixedZones ? 2 : 0
-        for overlaid in overlay.keys {
-            for day in (overlaid - spread)...(overlaid + spread) where totals[day] == nil {
-                let key = DayKey(user: userType.user, type: userType.type, day: day)
-                let shares = try self.shares(of: key, user: user, entries: try overlay[day].map { Array($0.values) } ?? entries(of: key)) {
-                    try overlay[$0.day].map { Array($0.values) } ?? self.entries(of: $0)
-                }
-                totals[day] = DailyMerge.daily(shares)?.value ?? 0
-            }
-        }
+    /// `userType`'s facts as stored. Nil when no day has a non-zero total or no sample counts.
+    private func lastKnownFacts(_ userType: UserType) throws -> Facts? {
         var latest: (day: Int, value: Double)?
-        for (day, total) in totals where total != 0 && day > (latest?.day ?? .min) { latest = (day, total) }
-        try store.scan(.daily, prefix: prefix, reverse: true) { key, value in
-            let day = try StateKey.parseDay(key).day
-            if let found = latest, day <= found.day { return false }
-            guard totals[day] == nil else { return true }
+        try store.scan(.daily, prefix: StateKey.userType(userType.user, userType.type), reverse: true) { key, value in
             let daily = try DailyValue(decoding: value)
             guard daily.value != 0 else { return true }
-            latest = (day, daily.value)
+            latest = (try StateKey.parseDay(key).day, daily.value)
             return false
         }
-        guard let latest, let latestEnd = try self.latestEnd(userType, overlay: overlay).end else { return nil }
+        guard let latest, let latestEnd = try self.latestEnd(userType, overlay: [:]).end else { return nil }
         return Facts(day: latest.day, value: latest.value, end: latestEnd)
     }
 

@@ -118,7 +118,7 @@ enum DailyMerge {
         var total = 0.0
         var samples = 0
         var sources = NameIndex()  // distinct by bytes (`sameName`)
-        if idle != nil {
+        if trackIdle {
             idle = shares.indices.filter { position in
                 let share = shares[position]
                 return share.isInstant ? !share.isTarget || covered[position] || share.value == 0 : !decides[position]

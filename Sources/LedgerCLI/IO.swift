@@ -49,7 +49,7 @@ public final class OutputSink: Sendable {
                 var offset = 0
                 while offset < raw.count {
                     var count = raw.count - offset
-                    if interrupted.load(ordering: .relaxed), writesDrainAfterInterrupt.load(ordering: .relaxed) {
+                    if OutputSink.draining {
                         // A pipe with room for PIPE_BUF bytes takes that many without blocking.
                         guard OutputSink.waitWritable(fd, seconds: OutputSink.drainTimeout) else {
                             drainGaveUp.store(true, ordering: .relaxed)
@@ -61,13 +61,9 @@ public final class OutputSink: Sendable {
                     if written < 0 {
                         if errno == EINTR { continue }
                         // A descriptor the caller made non-blocking: wait for room rather than
-                        // spin on the write.
+                        // spin on the write (when draining, the next turn waits, with its bound).
                         if errno == EAGAIN {
-                            let draining = interrupted.load(ordering: .relaxed) && writesDrainAfterInterrupt.load(ordering: .relaxed)
-                            if !OutputSink.waitWritable(fd, seconds: draining ? OutputSink.drainTimeout : nil), draining {
-                                drainGaveUp.store(true, ordering: .relaxed)
-                                return
-                            }
+                            if !OutputSink.draining { _ = OutputSink.waitWritable(fd, seconds: nil) }
                             continue
                         }
                         failure.withLock { $0 = $0 ?? String(cString: strerror(errno)) }
@@ -81,6 +77,11 @@ public final class OutputSink: Sendable {
 
     /// How long a write after SIGINT or SIGTERM waits for the reader to take more.
     static let drainTimeout = 2.0
+    /// Whether writes now go on only while the reader takes them: after a signal, in a command
+    /// that asked for it (`catchInterrupts(interruptingWrites:)`).
+    private static var draining: Bool {
+        interrupted.load(ordering: .relaxed) && writesDrainAfterInterrupt.load(ordering: .relaxed)
+    }
     private let drainGaveUp = Atomic<Bool>(false)
 
     /// Whether `fd` can take bytes within `seconds` (nil: however long it takes).

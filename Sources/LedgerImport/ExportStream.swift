@@ -53,8 +53,10 @@ final class ExportStream {
     /// all before it, so one element of 400,000 attributes (4.7 MB) took minutes.
     static let maximumGap = 1 << 20
     /// What is dropped costs the parser nothing, whatever its length: this bound only ends an
-    /// endless comment or DOCTYPE (from a pipe or a device). 1 GiB but in tests (`init`).
+    /// endless comment or DOCTYPE (from a pipe or a device). `defaultMaximumDropped` but in
+    /// tests (`init`).
     let maximumDropped: Int
+    static let defaultMaximumDropped = 1 << 30
     /// Bytes of the comment or DOCTYPE being dropped.
     private var dropped = 0
     private static let commentOpen = Array("<!--".utf8), commentClose = Array("-->".utf8)
@@ -65,7 +67,7 @@ final class ExportStream {
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
     /// `checking` hears how far the read-through of an archive's `export.xml` has got (bytes
     /// read, of how many), about every 64 MB.
-    init(path: String, checking: ((Int64, Int64) -> Void)? = nil, maximumDropped: Int = 1 << 30) throws {
+    init(path: String, checking: ((Int64, Int64) -> Void)? = nil, maximumDropped: Int = defaultMaximumDropped) throws {
         self.maximumDropped = maximumDropped
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw ImportError.cannotOpen(path: path, reason: String(cString: strerror(errno))) }

@@ -99,7 +99,7 @@ public final class HealthExportReader {
     /// Opens `path` (an `export.xml` or the `export.zip` holding it). An archive's `export.xml`
     /// is read through once first, to check it (`ExportStream`); `checking` hears how far.
     public convenience init(path: String, checking: ((Int64, Int64) -> Void)? = nil) throws {
-        try self.init(path: path, checking: checking, maximumDropped: 1 << 30)
+        try self.init(path: path, checking: checking, maximumDropped: ExportStream.defaultMaximumDropped)
     }
 
     /// With comments and the DOCTYPE bounded at `maximumDropped` bytes (tests use a small one).
@@ -250,15 +250,18 @@ public final class HealthExportReader {
     fileprivate func heard(_ error: xmlError) {
         guard firstError == nil, error.level.rawValue >= XML_ERR_ERROR.rawValue else { return }
         // The column (libxml2's int2) finds the place in a line of many attributes.
-        let column = error.int2 > 0 ? " (column \(error.int2))" : ""
-        firstError = (HealthExportReader.oneLine(error.message) + column, Int(error.line), Int32(error.code))
+        firstError = HealthExportReader.summary(of: error, column: true)
     }
 
-    /// libxml2's message (which ends in a line break) as one line.
-    private static func oneLine(_ text: UnsafeMutablePointer<CChar>?) -> String {
-        guard let text else { return "the XML is malformed" }
-        return String(cString: text).split(whereSeparator: \.isNewline)
-            .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
+    /// libxml2's error as one line (its message ends in a line break), with its line and code.
+    private static func summary(of error: xmlError, column: Bool) -> (message: String, line: Int, code: Int32) {
+        var message = "the XML is malformed"
+        if let text = error.message {
+            message = String(cString: text).split(whereSeparator: \.isNewline)
+                .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
+        }
+        if column, error.int2 > 0 { message += " (column \(error.int2))" }
+        return (message, Int(error.line), Int32(error.code))
     }
 
     /// The parser's first error as one line. At the end of the input libxml2's push parser
@@ -268,7 +271,7 @@ public final class HealthExportReader {
         var line = Int(ledger_xml_line(parser))
         var message = "the XML is malformed"
         let last = xml.ctxtGetLastError(parser) ?? xml.getLastError()
-        if let error = firstError ?? last.map({ (HealthExportReader.oneLine($0.pointee.message), Int($0.pointee.line), Int32($0.pointee.code)) }) {
+        if let error = firstError ?? last.map({ HealthExportReader.summary(of: $0.pointee, column: false) }) {
             message = error.message
             if error.line > 0 { line = error.line }
             if atEnd, sawElement, depth > 0, lastByte != UInt8(ascii: ">") {
