@@ -161,6 +161,8 @@ extension Commands {
                 if pending.count > 1 << 16 {
                     context.stdout.write(bytes: pending)
                     pending.removeAll(keepingCapacity: true)
+                    // Output that cannot be written (`| head` done, a full disk) ends the scan.
+                    if context.stdout.failed != nil { return false }
                 }
             case .json:
                 pending += printed == 1 ? [UInt8(ascii: "[")] : [UInt8(ascii: ",")]

@@ -129,7 +129,7 @@ extension Commands {
         /// A reader that went away ends the stream, as it ends any Unix filter's output
         /// (SIGPIPE is ignored, so writes fail instead): `subscribe | head -n 1` ran for ever.
         func checkOutput() throws {
-            if let failure = context.stdout.failed ?? (context.stdout.readerGone ? "its reader closed it" : nil) {
+            if let failure = context.stdout.unwritable {
                 throw CLIError.runtime("cannot write to standard output (\(failure))")
             }
         }
@@ -218,6 +218,13 @@ extension Commands {
             do {
                 let token = try log.addClient(name: arguments.positionals[1], admin: arguments.has("admin"))
                 context.stdout.write(token + "\n")
+                // The token is shown only once: if it reached nobody (standard output closed,
+                // full, or its reader gone), the client is removed again rather than left
+                // with a token no one has.
+                if let failure = context.stdout.failed {
+                    try log.removeClient(name: arguments.positionals[1])
+                    throw CLIError.runtime("cannot write the token to standard output (\(failure)); the client was not added")
+                }
                 context.stderr.write("client '\(visibleCharacters(arguments.positionals[1]))' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
             } catch let error as EventLog.ClientError {
                 throw CLIError.data(error.description)

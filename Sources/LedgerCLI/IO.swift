@@ -18,6 +18,14 @@ public final class OutputSink: Sendable {
         self.isTerminal = isatty(descriptor) == 1
     }
 
+    /// The process started with this descriptor closed (`ledger log >&-`; `main` then opened
+    /// /dev/null on it, so that no file the ledger opens takes its number): every write fails
+    /// with EBADF, as it would have, instead of vanishing into /dev/null with exit 0.
+    public func startedClosed() {
+        closedAtStart.store(true, ordering: .relaxed)
+    }
+    private let closedAtStart = Atomic<Bool>(false)
+
     /// An in-memory sink; `text` returns what was written.
     public init(isTerminal: Bool = false) {
         self.target = .memory
@@ -45,6 +53,10 @@ public final class OutputSink: Sendable {
             // is written: each write of a command that writes many (`subscribe events`, one a
             // record) would wait that long again.
             guard !drainGaveUp.load(ordering: .relaxed) else { return }
+            if closedAtStart.load(ordering: .relaxed) {
+                if !bytes.isEmpty { recordFailure(EBADF) }
+                return
+            }
             bytes.withUnsafeBytes { raw in
                 var offset = 0
                 while offset < raw.count {
@@ -66,7 +78,7 @@ public final class OutputSink: Sendable {
                             if !OutputSink.draining { _ = OutputSink.waitWritable(fd, seconds: nil) }
                             continue
                         }
-                        failure.withLock { $0 = $0 ?? String(cString: strerror(errno)) }
+                        recordFailure(errno)
                         return
                     }
                     offset += written
@@ -91,18 +103,35 @@ public final class OutputSink: Sendable {
         return result == 1
     }
 
-    private let failure = Mutex<String?>(nil)
+    private let failure = Mutex<Int32?>(nil)
 
-    /// Why a write failed (`strerror`), once one has: the reader went away (EPIPE) or the
-    /// device failed.
-    public var failed: String? { failure.withLock { $0 } }
+    private func recordFailure(_ code: Int32) {
+        failure.withLock { $0 = $0 ?? code }
+    }
 
-    /// Whether a pipe this writes to has lost its reader (`poll` says POLLERR): found before
-    /// anything more is written, so that a command with nothing to write yet can end too.
-    public var readerGone: Bool {
-        guard case .descriptor(let fd) = target else { return false }
+    /// Why a write failed (`strerror`), once one has: the reader went away (EPIPE), the
+    /// device is full (ENOSPC), or the descriptor was closed at start (EBADF).
+    public var failed: String? { failure.withLock { $0 }.map { String(cString: strerror($0)) } }
+
+    /// Why a write failed, unless it was only the reader going away (EPIPE: `ledger log | head`
+    /// ends quietly, as with SIGPIPE): output that never arrived anywhere (`> /dev/full`, a
+    /// closed descriptor) must not end with exit 0.
+    public var lostOutput: String? {
+        guard let code = failure.withLock({ $0 }), code != EPIPE else { return nil }
+        return String(cString: strerror(code))
+    }
+
+    /// Why nothing more can be written, found before anything more is: a write failed
+    /// (`failed`), the descriptor was closed at start, or its reader went away (`poll` says
+    /// POLLERR, as a pipe does, or POLLHUP, as a socket whose peer closed does). A command
+    /// with nothing to write yet can then end too.
+    public var unwritable: String? {
+        if let failed { return failed }
+        guard case .descriptor(let fd) = target else { return nil }
+        if closedAtStart.load(ordering: .relaxed) { return String(cString: strerror(EBADF)) }
         var state = pollfd(fd: fd, events: 0, revents: 0)
-        return poll(&state, 1, 0) == 1 && state.revents & Int16(POLLERR) != 0
+        let gone = poll(&state, 1, 0) == 1 && state.revents & Int16(POLLERR | POLLHUP) != 0
+        return gone ? "its reader closed it" : nil
     }
 
     /// Everything written to an in-memory sink, as text.

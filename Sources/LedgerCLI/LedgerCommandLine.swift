@@ -15,6 +15,18 @@ public enum LedgerCommandLine {
                            stderr: OutputSink = .standardError,
                            clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
         let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
+        let code = run(arguments, context)
+        // A command that succeeded but whose output went nowhere (`ledger log > /dev/full`, or
+        // standard output closed) fails, as `cat` does: a script must not take a lost export for
+        // one written. (What the command did, an append say, is done; the message says so.)
+        if code == 0, let reason = stdout.lostOutput {
+            return fail(.runtime("cannot write to standard output (\(reason)); the command ran, but what it printed is lost"), context)
+        }
+        return code
+    }
+
+    private static func run(_ arguments: [String], _ context: CommandContext) -> Int32 {
+        let stdout = context.stdout
         guard let first = arguments.first else {
             // A missing command is a usage error (SPEC §5: 64), as a missing argument is; a
             // script that runs `ledger $CMD` with CMD unset must not see success.

@@ -879,25 +879,49 @@ struct ServerTests {
     }
 
     /// A review: started with standard output closed, the ledger's first open file (LMDB's
-    /// lock.mdb) took descriptor 1, and `subscribe` wrote its changes into it.
-    @Test("a command started with standard output closed writes nothing into the ledger's files")
+    /// lock.mdb) took descriptor 1, and `subscribe` wrote its changes into it. Then, with
+    /// /dev/null opened in its place, the output vanished: `log >&-` exited 0 and `subscribe
+    /// >&-` ran until killed.
+    @Test("a command started with standard output closed writes nothing into the ledger's files, and fails")
     func closedStandardOutput() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 0).utf8)).status == 0)
             let lockSize = try FileManager.default.attributesOfItem(atPath: db + "/lock.mdb")[.size] as? Int
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", #"exec "$0" subscribe daily --from 0 --db "$1" >&-"#, binary, db]
-            try process.run()
-            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-            usleep(1_000_000)
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 130)
+            // `timeout` ends it (status 124) if it does not end by itself.
+            let subscribe = try runProcess("/bin/sh", ["-c", #"exec timeout 20 "$0" subscribe daily --from 0 --db "$1" >&-"#, binary, db])
+            #expect(subscribe.status == 1 && subscribe.stderr == "Error: cannot write to standard output (Bad file descriptor)\n", "\(subscribe)")
             let lock = try Data(contentsOf: URL(fileURLWithPath: db + "/lock.mdb"))
             #expect(lock.count == lockSize && lock.range(of: Data("projection".utf8)) == nil)
+            let log = try runProcess("/bin/sh", ["-c", #"exec "$0" log --db "$1" >&-"#, binary, db])
+            #expect(log.status == 1 && log.stderr == "Error: cannot write to standard output (Bad file descriptor); the command ran, but what it printed is lost\n", "\(log)")
             #expect(try runProcess(binary, ["verify", "--db", db]).status == 0)
+        }
+    }
+
+    /// A review: output that reached nowhere ended with exit 0, so `ledger log > /dev/full`
+    /// looked like a saved export; and `client add`'s token, shown only once, could be lost
+    /// with the client left in place.
+    @Test("output that cannot be written fails the command; a token no one received adds no client")
+    func unwritableOutput() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 0).utf8)).status == 0)
+            for arguments in [["log"], ["project", "daily"], ["log", "--format", "table"], ["--version"]] {
+                let run = try runProcess("/bin/sh", ["-c", #"exec "$0" "$@" > /dev/full"#, binary] + arguments + (arguments[0] == "--version" ? [] : ["--db", db]))
+                #expect(run.status == 1 && run.stderr == "Error: cannot write to standard output (No space left on device); the command ran, but what it printed is lost\n", "\(arguments): \(run)")
+            }
+            let add = try runProcess("/bin/sh", ["-c", #"exec "$0" client add coach --db "$1" > /dev/full"#, binary, db])
+            #expect(add.status == 1 && add.stderr == "Error: cannot write the token to standard output (No space left on device); the client was not added\n", "\(add)")
+            #expect(try runProcess(binary, ["client", "list", "--db", db]).stdout == "")
+            // The same name can then be added, and its token is printed.
+            let again = try runProcess(binary, ["client", "add", "coach", "--db", db])
+            #expect(again.status == 0 && again.stdout.count > 20, "\(again)")
+            // A reader that stops early is not an error: `log | head` ends quietly, as with SIGPIPE.
+            let lines = (1...3_000).map { step("user-\($0)", minute: $0 % 60) }.joined(separator: "\n")
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.utf8)).status == 0)
+            let head = try runProcess("/bin/sh", ["-c", #"( "$0" log --db "$1"; echo "status $?" >&2 ) | head -n 1"#, binary, db])
+            #expect(head.stdout.hasPrefix(#"{"seq":1,"#) && head.stderr == "status 0\n", "\(head.stderr)")
         }
     }
 
@@ -912,6 +936,41 @@ struct ServerTests {
             let run = try runProcess("/bin/sh", ["-c", #"( timeout 20 "$0" subscribe daily --from 0 --db "$1"; echo "status $?" >&2 ) | head -n 1"#, binary, db])
             #expect(run.stdout.hasPrefix(#"{"seq":1,"projection":"daily""#), "\(run.stdout)")
             #expect(run.stderr.contains("Error: cannot write to standard output (its reader closed it)") && run.stderr.contains("status 1\n"), "\(run.stderr)")
+        }
+    }
+
+    /// A review: the check for a reader gone looked for POLLERR, which a pipe reports; a socket
+    /// whose peer closed reports POLLHUP, and `subscribe` writing to one ran on.
+    @Test("subscribe ends with exit 1 once the socket it writes to is closed by its peer")
+    func cliSubscribeSocketPeerGone() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 0).utf8)).status == 0)
+            var pair: [Int32] = [0, 0]
+            #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = ["subscribe", "daily", "--from", "0", "--db", db]
+            process.standardOutput = FileHandle(fileDescriptor: pair[0], closeOnDealloc: false)
+            let errors = Pipe()
+            process.standardError = errors
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            close(pair[0])
+            let reader = LineReader(handle: FileHandle(fileDescriptor: pair[1], closeOnDealloc: false))
+            let first = try #require(reader.line(timeout: 30))
+            #expect(first.hasPrefix(#"{"seq":1,"projection":"daily""#))
+            // shutdown, not close: the reader's thread is in a read of it, which close would not end.
+            shutdown(pair[1], Int32(SHUT_RDWR))
+            let deadline = Date().addingTimeInterval(20)
+            while process.isRunning && Date() < deadline { usleep(50_000) }
+            #expect(!process.isRunning, "subscribe still running 20 s after its reader closed the socket")
+            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 1)
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            #expect(message == "Error: cannot write to standard output (its reader closed it)\n", "\(message)")
+            close(pair[1])
         }
     }
 
