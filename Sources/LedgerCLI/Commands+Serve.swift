@@ -64,6 +64,9 @@ extension Commands {
         catchInterrupts()
         let shown = host.contains(":") ? "[\(host)]" : host
         context.stdout.write("listening on http://\(shown):\(bound)\n")
+        // A server is often started with its output closed or discarded: the line is for a
+        // person or a script that wants the port, and losing it does not fail the server.
+        context.stdout.forgetFailure()
         if !arguments.has("no-auth"), try log.clients().isEmpty {
             context.stderr.write("note: no API clients yet; create one with 'ledger client add NAME --admin'\n")
         }

@@ -113,6 +113,12 @@ public final class OutputSink: Sendable {
     /// device is full (ENOSPC), or the descriptor was closed at start (EBADF).
     public var failed: String? { failure.withLock { $0 }.map { String(cString: strerror($0)) } }
 
+    /// Forgets a failed write: for output whose loss does not fail the command (`serve`'s
+    /// "listening on" line).
+    public func forgetFailure() {
+        failure.withLock { $0 = nil }
+    }
+
     /// Why a write failed, unless it was only the reader going away (EPIPE: `ledger log | head`
     /// ends quietly, as with SIGPIPE): output that never arrived anywhere (`> /dev/full`, a
     /// closed descriptor) must not end with exit 0.

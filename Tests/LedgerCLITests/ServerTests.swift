@@ -895,6 +895,17 @@ struct ServerTests {
             #expect(lock.count == lockSize && lock.range(of: Data("projection".utf8)) == nil)
             let log = try runProcess("/bin/sh", ["-c", #"exec "$0" log --db "$1" >&-"#, binary, db])
             #expect(log.status == 1 && log.stderr == "Error: cannot write to standard output (Bad file descriptor); the command ran, but what it printed is lost\n", "\(log)")
+            // A server started so (as a daemon may be) serves, and stops with exit 0: its
+            // "listening on" line is not its product.
+            let server = Process()
+            server.executableURL = URL(fileURLWithPath: "/bin/sh")
+            server.arguments = ["-c", #"exec "$0" serve --listen 127.0.0.1:0 --no-auth --db "$1" >&-"#, binary, db]
+            try server.run()
+            defer { if server.isRunning { kill(server.processIdentifier, SIGKILL) } }
+            usleep(500_000)
+            kill(server.processIdentifier, SIGTERM)
+            server.waitUntilExit()
+            #expect(server.terminationStatus == 0)
             #expect(try runProcess(binary, ["verify", "--db", db]).status == 0)
         }
     }
