@@ -89,7 +89,7 @@ struct BadInputTests {
 
     @Test("bad input never creates a ledger, even when refused inside the transaction")
     func noLedgerCreated() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
             #expect(!FileManager.default.fileExists(atPath: db))
             let unknownTarget = #"{"kind":"correction","target":"11111111-2222-4333-8444-555555555555","action":"retract","reason":"typo"}"#
@@ -119,7 +119,7 @@ struct BadInputTests {
 struct CommandTests {
     @Test("append reports counts and head; a re-run is all duplicates")
     func appendReport() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             let input = Fixtures.stepsFile(count: 3)
             #expect(ledger(["append"], stdin: input, db: db).stdout == "appended 3, duplicates 0, superseded 0, head 3\n")
             #expect(ledger(["append", "-"], stdin: input, db: db).stdout == "appended 0, duplicates 3, superseded 0, head 3\n")
@@ -187,7 +187,7 @@ struct CommandTests {
     /// set an empty ledger's zone back to UTC, and failed on one holding events.
     @Test("init without --timezone leaves an existing ledger's zone as it is")
     func bareInitKeepsZone() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["init", "--timezone", "Europe/Paris"], db: db).status == 0)
             let again = ledger(["init"], db: db)
             #expect(again.status == 0, "\(again.stderr)")
@@ -230,7 +230,7 @@ struct CommandTests {
 
     @Test("an option is not taken for another option's value; messages name the option given")
     func optionValues() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: db).status == 0)
             let forgot = ledger(["project", "daily", "--user", "--fallback"], db: db)
             #expect(forgot.status == 64)
@@ -246,7 +246,7 @@ struct CommandTests {
 
     @Test("seq, recorded and hash in input are the ledger's: dropped, so a log can be appended to a copy")
     func envelopeFields() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             let forged = #"{"kind":"sample","seq":999,"hash":"abc","recorded":"1999-01-01T00:00:00Z","type":"steps","value":1,"start":"2026-03-01T08:00:00Z","end":"2026-03-01T08:10:00Z","source":"W"}"#
             #expect(ledger(["append"], stdin: forged, db: db).status == 0)
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 3), db: db).status == 0)
@@ -286,7 +286,7 @@ struct CommandTests {
 
     @Test("numbers past what a seq or a count can hold are usage errors or simply empty, never a crash")
     func hugeNumbers() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
             #expect(ledger(["log", "--limit", "9223372036854775808"], db: db).status == 64)
             #expect(ledger(["log", "--limit", "18446744073709551616"], db: db).status == 64)
@@ -333,7 +333,7 @@ struct CommandTests {
 
     @Test("options that would be ignored or would pick another ledger are usage errors")
     func ignoredOptions() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: db).status == 0)
             // An empty --db (an unset variable in a script) is not the default ./ledger.db.
             let emptyDB = ledger(["append", "--db", ""], stdin: Fixtures.stepsFile(count: 1))
@@ -365,7 +365,7 @@ struct CommandTests {
 
     @Test("serve refuses a bad --heartbeat or --idle-timeout with a usage error, before listening")
     func serveUsage() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             for (option, value, message) in [("--idle-timeout", "0", "'--idle-timeout' needs whole seconds from 1 to 86400, got '0'"),
                                              ("--idle-timeout", "1.5", "'--idle-timeout' needs whole seconds from 1 to 86400, got '1.5'"),
                                              ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'")] {
@@ -382,7 +382,7 @@ struct CommandTests {
 struct HelpTests {
     @Test("--user picks a user by the bytes of the name, as projections do")
     func userFilterByBytes() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             // "Kelvin" with an ASCII K and with the Kelvin sign: equal as Swift strings.
             let input = ["Kelvin", "\u{212A}elvin"].map { user in
                 #"{"kind":"sample","user":"\#(user)","type":"steps","value":5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#
@@ -508,7 +508,7 @@ struct ProgressTests {
     func progressLines() throws {
         let count = Int(EventLog.progressStep) + 500
         let input = Fixtures.stepsFile(count: count)
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             let append = ledger(["append"], stdin: input, db: db, stderrTerminal: true)
             #expect(append.status == 0)
             #expect(append.stdout == "appended \(count), duplicates 0, superseded 0, head \(count)\n")

@@ -66,7 +66,7 @@ struct ImportTests {
         }
         let path = SharedData.path(file)
         let expected = try independentCounts(path)
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             let first = ledger(["import", "apple-health", path], db: db)
             #expect(first.status == 0, "\(file): \(first.stderr)")
             #expect(importedCounts(first.stdout) == expected, "\(file): \(first.stdout)")

@@ -46,7 +46,7 @@ struct ProjectCommandTests {
 
     @Test("daily-steps merges sources; per-source does not (golden ndjson)")
     func dailyAndPerSource() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
             // 29th: the iPhone (first seen, so higher priority) covers 08:00–08:10 alone: 600,
             // plus half of the 23:50–00:10 walk: 50. The Watch's 500 loses. 30th: the other 50.
@@ -99,7 +99,7 @@ struct ProjectCommandTests {
 
     @Test("--date today --fallback: today's row, else last-known marked stale")
     func fallback() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: walkTogether, db: db).status == 0)
             let fresh = ledger(["project", "daily-steps", "--date", "today", "--fallback"], db: db, now: "2026-11-29T12:00:00Z")
             #expect(fresh.stdout.contains(#""date":"2026-11-29","value":650"#))
@@ -116,7 +116,7 @@ struct ProjectCommandTests {
 
     @Test("replay --date today is today in the profile zone as of the replay point, not the live one")
     func replayToday() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             // 12:00Z on the 29th is 02:00 on the 30th in Kiritimati (+14). The profile then
             // moves to UTC, where it is the 29th.
             let events = """
@@ -140,7 +140,7 @@ struct ProjectCommandTests {
     /// log's indexes are rebuilt: replaying the corrections there refused a valid history.
     @Test("rebuild --indexes replays a unit amendment that a later one brought back in range")
     func rebuildIndexesAfterUnitAmendments() throws {
-        try withTemporaryLedger { db in
+        withTemporaryLedger { db in
             let id = "0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2e"
             let events = """
             {"id":"\(id)","kind":"sample","type":"distance","value":1,"unit":"m","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}
