@@ -24,7 +24,7 @@ extension EventDecoder {
                 case JSON_INTEGER:
                     let number = Int64(json_integer_value(field))
                     value = (Double(number), number)
-                case JSON_REAL: value = (json_real_value(field), nil)
+                case JSON_REAL: value = (JSONValue.positiveZero(json_real_value(field)), nil)
                 default: return false
                 }
             case .syncVersion:

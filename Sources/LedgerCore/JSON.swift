@@ -141,7 +141,7 @@ public enum JSONValue: Sendable, Equatable {
         case JSON_INTEGER:
             return .int(Int64(json_integer_value(node)))
         case JSON_REAL:
-            return .double(json_real_value(node))
+            return .double(JSONValue.positiveZero(json_real_value(node)))
         case JSON_TRUE:
             return .bool(true)
         case JSON_FALSE:
@@ -265,6 +265,14 @@ extension JSONValue {
 
     /// Writes a finite number; integral values below 2^53 are written without a fraction,
     /// so `100` and `100.0` are the same content.
+    /// `value`, with -0.0 (`-0.0`, `-0e0`, or a negative number too small to represent, as
+    /// `-1e-400`) as 0: JSON writes both as `0`, and a -0.0 kept in an event's typed form made
+    /// `verify` call the record corrupt, its typed part no longer saying what its JSON says.
+    @inline(__always)
+    public static func positiveZero(_ value: Double) -> Double {
+        value == 0 ? 0 : value
+    }
+
     public static func writeNumber(_ value: Double, to out: inout [UInt8]) {
         precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
         if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {

@@ -164,7 +164,7 @@ public struct AppleHealthConverter: Sendable {
         guard !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) || $0 == UInt8(ascii: ".")
             || $0 == UInt8(ascii: "e") || $0 == UInt8(ascii: "E") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") })
         else { return nil }
-        return Double(text)
+        return Double(text).map(JSONValue.positiveZero)  // "-0" is 0, as JSON writes it
     }
 
     /// The sample's zone: the record's `HKTimeZone` when this machine knows it, else `zone`

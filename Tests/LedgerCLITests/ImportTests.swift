@@ -305,6 +305,25 @@ struct ImportTests {
         }
     }
 
+    /// An audit: `value="-0"` was kept as -0.0 in the typed part while the JSON said 0, and
+    /// `verify` then called the imported record corrupt.
+    @Test("a record valued -0 imports as 0 and verifies")
+    func negativeZeroValue() throws {
+        try withTemporaryLedger { db in
+            let path = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("export.xml").path
+            try """
+                <HealthData>
+                 <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:01:00 +0200" value="-0"/>
+                 <Record type="HKQuantityTypeIdentifierDistanceWalkingRunning" sourceName="iPhone" unit="km" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:01:00 +0200" value="-0.0e3"/>
+                </HealthData>
+                """.write(toFile: path, atomically: true, encoding: .utf8)
+            let run = ledger(["import", "apple-health", path], db: db)
+            #expect(run.status == 0 && run.stdout.contains("appended 2"), "\(run.stdout) \(run.stderr)")
+            let verify = ledger(["verify"], db: db)
+            #expect(verify.status == 0, "\(verify.stderr)")
+        }
+    }
+
     /// What an import keeps of a file grows with the export, not with what a hostile file
     /// repeats: nesting, metadata a record does not use, names of types it skips.
     @Test("deep nesting is refused; unread metadata and skipped type names are bounded")

@@ -377,6 +377,48 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: a value of -0.0 (or a negative number too small to represent) was kept as
+    /// -0.0 in the typed part while the JSON said 0, and `verify` then called the record
+    /// corrupt for ever (a rebuild cannot change the log).
+    @Test("a value of -0.0 is stored as 0, and a record kept with -0.0 before verifies")
+    func negativeZero() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let id = "9e797660-1cf9-4857-8722-526d474a60c7"
+            let lines = [
+                #"{"kind":"sample","id":"\#(id)","type":"distance","unit":"m","value":-0.0,"start":"2026-11-30T10:00:00Z","end":"2026-11-30T10:01:00Z","source":"a"}"#,
+                #"{"kind":"sample","type":"steps","value":-0e0,"start":"2026-11-30T10:00:00Z","end":"2026-11-30T10:01:00Z","source":"b"}"#,
+                #"{"kind":"sample","type":"steps","value":-1e-400,"start":"2026-11-30T11:00:00Z","end":"2026-11-30T11:01:00Z","source":"c"}"#,
+                #"{"kind":"correction","target":"\#(id)","action":"amend","value":-0.0,"reason":"x"}"#,
+            ]
+            _ = try log.append(try batch(lines.joined(separator: "\n")))
+            #expect(try log.verifyChain().verified == 4)
+            for seq in UInt64(1)...3 {
+                guard case .sample(let sample) = try #require(try log.record(at: seq)).typedEvent().payload else {
+                    Issue.record("seq \(seq) is not a sample")
+                    continue
+                }
+                #expect(sample.value == 0 && sample.value.sign == .plus, "seq \(seq): \(sample.value)")
+            }
+            // What appends kept before: the typed part with -0.0, the JSON with 0. The same
+            // number, so `verify` passes it.
+            let sample = Sample(user: "default", type: .steps, value: -0.0, unit: "count",
+                                start: try Timestamp.parseRFC3339("2026-11-30T12:00:00Z").0,
+                                end: try Timestamp.parseRFC3339("2026-11-30T12:01:00Z").0,
+                                source: SampleSource(name: "d"))
+            _ = try log.append { add in
+                try add(nil, .checkedSample(id: UUID(), sample, start: "2026-11-30T12:00:00Z", end: "2026-11-30T12:01:00Z"))
+            }
+            let kept = try #require(try log.record(at: 5))
+            guard case .sample(let stored) = try kept.typedEvent().payload else { return }
+            #expect(stored.value.sign == .minus && String(decoding: kept.json, as: UTF8.self).contains(#""value":0"#))
+            #expect(try log.verifyChain().verified == 5)
+            // Any other difference is still corruption.
+            try forgeTypedPart(of: log, at: 5)
+            #expect(throws: LedgerError.self) { try log.verifyChain() }
+        }
+    }
+
     /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
     /// record from its predecessor, as someone covering their tracks would.
     func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
