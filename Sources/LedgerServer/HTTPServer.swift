@@ -218,6 +218,8 @@ public final class HTTPServer: @unchecked Sendable {
         var body: [UInt8] = []
         var bodyTooLarge = false
         var submitted = false
+        /// Who sent it (nil with --no-auth), found from the headers before any body is read.
+        var client: APIClient?
         let lock = Mutex<Response?>(nil)
     }
 
@@ -256,7 +258,17 @@ public final class HTTPServer: @unchecked Sendable {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)
             }
-            state.pointee = Unmanaged.passRetained(Request()).toOpaque()
+            // Who may send a body is known from the headers: a request without a valid token
+            // is answered before its body is read (and without `100 Continue`), not after up
+            // to 64 MiB of it was held in memory (an audit held 600 MB with ten such requests).
+            let request = Request()
+            switch authenticate(connection) {
+            case .success(let found): request.client = found
+            case .failure(let failure):
+                metrics.values.withLock { $0.requests += 1 }
+                return queue(failure.response, on: connection)
+            }
+            state.pointee = Unmanaged.passRetained(request).toOpaque()
             return .YES
         }
         let request = Unmanaged<Request>.fromOpaque(state.pointee!).takeUnretainedValue()
@@ -277,11 +289,7 @@ public final class HTTPServer: @unchecked Sendable {
             return queue(response, on: connection)
         }
         metrics.values.withLock { $0.requests += 1 }
-        let client: APIClient?
-        switch authenticate(connection) {
-        case .success(let found): client = found
-        case .failure(let failure): return queue(failure.response, on: connection)
-        }
+        let client = request.client
         let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
@@ -707,9 +715,14 @@ public final class HTTPServer: @unchecked Sendable {
                 if let seq = toSeqText {
                     guard let number = UInt64(seq) else { return .error(400, "'to_seq' must be a whole number") }
                     target = .seq(number)
-                } else if let when = toText {
+                } else if var when = toText {
+                    // `?to=…T02:43:03+01:00` as typed: the query's `+` arrives as a space (form
+                    // encoding), and no offset begins with one, so it is read as the `+` meant.
+                    if when.utf8.count > 6, when.utf8.dropLast(5).last == UInt8(ascii: " ") {
+                        when = String(when.dropLast(6)) + "+" + String(when.suffix(5))
+                    }
                     guard let instant = try log.replayInstant(when) else {
-                        return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD")
+                        return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD (a '+' in it may be written %2B)")
                     }
                     target = .recorded(instant)
                 } else {
@@ -755,7 +768,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         // The header; else `lastEventId`, which EventSource polyfills put in the query when
         // they reconnect; else `from`.
-        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID")
+        // Whitespace around a header's value is not part of it (RFC 9110 §5.5); libmicrohttpd
+        // drops only the leading.
+        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID").map { $0.trimmingCharacters(in: .whitespaces) }
             ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
         var cursor: UInt64
         var sentOfNext = 0
@@ -894,7 +909,9 @@ public final class HTTPServer: @unchecked Sendable {
         if let length = lengths.first, let size = UInt64(length), size > UInt64(HTTPServer.maxBody) {
             return .error(413, "the body is larger than 64 MiB")
         }
-        for name in ["Authorization", "If-Match", "Last-Event-ID"] where values(name.lowercased()).count > 1 {
+        // `Host` too (RFC 9112 §3.2: 400): --no-auth checks the first, and a second could name
+        // another host.
+        for name in ["Host", "Authorization", "If-Match", "Last-Event-ID"] where values(name.lowercased()).count > 1 {
             return .error(400, "header '\(name)' is given more than once")
         }
         _ = mhd.getConnectionValues(connection, .GET_ARGUMENT_KIND, { context, _, key, keySize, value, valueSize in

@@ -177,6 +177,42 @@ struct ServerTests {
         }
     }
 
+    /// An audit: the token was checked only once the whole body had been read, so anyone who
+    /// could reach the port made the server hold 64 MiB per request (600 MB with ten), and a
+    /// request with `Expect: 100-continue` and no token was told to go on.
+    @Test("a request without a valid token is answered 401 from its headers, before its body is sent")
+    func unauthenticatedBodyNotRead() throws {
+        try withServer { server in
+            for (auth, expect) in [("", true), ("", false), ("Authorization: Bearer nope\r\n", true), ("Authorization: Bearer nope\r\n", false)] {
+                // The headers promise 60 MiB, and none of it is sent.
+                let head = "POST /v1/events HTTP/1.1\r\nHost: x\r\n\(auth)\(expect ? "Expect: 100-continue\r\n" : "")Content-Length: \(60 << 20)\r\n\r\n"
+                let response = try http(raw: Array(head.utf8), port: server.port, timeout: 10)
+                #expect(response.status == 401, "\(auth) \(expect): \(response.status) \(response.body)")
+            }
+            // With the token, the body is read and appended as before.
+            #expect(try server.post(step(minute: 1)).status == 200)
+        }
+    }
+
+    /// An audit: a second `Host` was accepted (--no-auth checks the first), and a replay's
+    /// `to` written with its `+` as typed was refused (the query's `+` arrives as a space).
+    @Test("a repeated Host is a 400; a replay's to= may carry its offset's + as typed")
+    func hostAndPlusInQuery() throws {
+        try withServer { f in
+            #expect(try f.post(step(minute: 1)).status == 200)
+            let twoHosts = "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nAuthorization: Bearer \(f.admin)\r\nConnection: close\r\n\r\n"
+            let refused = try http(raw: Array(twoHosts.utf8), port: f.port)
+            #expect(refused.status == 400 && refused.body.contains("header 'Host' is given more than once"), "\(refused.body)")
+            let future = "2099-01-01T00:00:00"
+            let plain = try http("GET", port: f.port, path: "/v1/replay/daily?to=\(future)%2B01:00", headers: f.auth)
+            let typed = try http("GET", port: f.port, path: "/v1/replay/daily?to=\(future)+01:00", headers: f.auth)
+            #expect(plain.status == 200 && typed.status == 200 && typed.body == plain.body, "\(typed.status) \(typed.body)")
+            #expect(plain.body.contains(#""value":100"#), "\(plain.body)")
+            let bad = try http("GET", port: f.port, path: "/v1/replay/daily?to=yesterday", headers: f.auth)
+            #expect(bad.status == 400 && bad.body.contains("(a '+' in it may be written %2B)"), "\(bad.body)")
+        }
+    }
+
     @Test("two Content-Length headers, a repeated query argument or a %00 in one: 400, nothing written")
     func ambiguousRequests() throws {
         try withServer { server in
@@ -453,8 +489,9 @@ struct ServerTests {
             // An EventSource polyfill puts it in the query instead, beside the original `from`.
             let polyfill = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=0&lastEventId=1.0", headers: f.auth)
             #expect(try polyfill.nextChange() == second)
+            // Whitespace around the value is not part of it (an audit: a trailing space was a 400).
             let after = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann",
-                                      headers: f.auth.merging(["Last-Event-ID": "1"]) { $1 })
+                                      headers: f.auth.merging(["Last-Event-ID": "1 \t"]) { $1 })
             #expect(try after.next()?.comment == "stream from seq 1")
             #expect(try f.post(step(minute: 3)).status == 200)
             #expect(try after.nextChange()?.id == "2")
