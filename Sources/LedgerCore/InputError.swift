@@ -31,11 +31,16 @@ public struct InputError: Error, Sendable, Equatable, CustomStringConvertible {
     public var location: InputLocation?
     public var field: String?
     public var message: String
+    /// The message for a client that may not read the whole log (a non-admin API client),
+    /// when `message` says more than it may know: an id conflict names the seq of an event
+    /// that may be another user's.
+    public var messageForReader: String?
 
-    public init(location: InputLocation?, field: String? = nil, message: String) {
+    public init(location: InputLocation?, field: String? = nil, message: String, messageForReader: String? = nil) {
         self.location = location
         self.field = field
         self.message = message
+        self.messageForReader = messageForReader
     }
 
     public init(_ error: FieldError, at location: InputLocation?) {

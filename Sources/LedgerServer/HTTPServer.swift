@@ -548,7 +548,11 @@ public final class HTTPServer: @unchecked Sendable {
             case .failure(let error as InputError):
                 metrics.values.withLock { $0.rejects += 1 }
                 let status = error.field == "id" && error.message.contains("already in the log") ? 409 : 400
-                response = .error(status, error.description, extra: self.location(error.location, in: request.body))
+                // A conflict with the log names the other event's seq for admins only: it may
+                // be another user's, which a client sees nothing of (SPEC §9.1).
+                var shown = error
+                if let client, !client.admin, let message = error.messageForReader { shown.message = message }
+                response = .error(status, shown.description, extra: self.location(error.location, in: request.body))
             case .failure(let error as LedgerError):
                 metrics.values.withLock { $0.rejects += 1 }
                 if case .headMismatch = error {

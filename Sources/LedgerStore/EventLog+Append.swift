@@ -225,9 +225,13 @@ extension EventLog {
                 guard found.same else {
                     // The server answers 409 to the first (a conflict with the log), 400 to the
                     // second (the batch contradicts itself).
-                    throw InputError(location: location, field: "id", message: existingSeq > head.seq
-                        ? "id \(event.id.lowercased) is given twice in this batch with different content; nothing was written"
-                        : "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written")
+                    if existingSeq > head.seq {
+                        throw InputError(location: location, field: "id", message:
+                            "id \(event.id.lowercased) is given twice in this batch with different content; nothing was written")
+                    }
+                    throw InputError(location: location, field: "id", message:
+                        "id \(event.id.lowercased) is already in the log at seq \(existingSeq) with different content; nothing was written",
+                        messageForReader: "id \(event.id.lowercased) is already in the log with different content; nothing was written")
                 }
                 result.duplicates += 1
                 if found.keptZone { result.keptZone += 1 }

@@ -701,6 +701,15 @@ struct ServerTests {
             let withID = step(minute: 5).replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(id)\",\"kind\"")
             #expect(try f.post(withID).status == 200)
             #expect(try f.post(withID.replacingOccurrences(of: "\"value\":100", with: "\"value\":101")).status == 409)
+            // An audit: a client that is not an admin learnt the seq of another user's event
+            // from the conflict; it now learns only that the id is taken.
+            let bobID = "3e1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d13"
+            func withBobID(_ line: String) -> String { line.replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(bobID)\",\"kind\"") }
+            #expect(try f.post(withBobID(step("bob", minute: 8))).status == 200)
+            let probe = try f.post(withBobID(step(minute: 9)), token: coach)  // coach may share ann's steps
+            #expect(probe.status == 409 && probe.body.contains("is already in the log with different content") && !probe.body.contains("seq"), "\(probe.body)")
+            let asAdmin = try f.post(withBobID(step(minute: 9)))
+            #expect(asAdmin.status == 409 && asAdmin.body.contains("is already in the log at seq "), "\(asAdmin.body)")
             // The same id twice in one body with different content: the body contradicts itself, 400.
             let otherID = "3e1c2a8e-3b7d-4c55-9a10-2e4f8b9c0d12"
             let twice = step(minute: 7).replacingOccurrences(of: "{\"kind\"", with: "{\"id\":\"\(otherID)\",\"kind\"")
