@@ -168,10 +168,20 @@ extension EventLog {
     func projectionFold(in txn: Transaction, expectedPosition: UInt64) throws -> ActivityFold {
         let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
         let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
+        try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
         if version != UInt64(ActivityFold.version) || position != expectedPosition {
             try rebuildProjections(in: txn)
         }
         return ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
+    }
+
+    /// Appends fold in the transaction that writes their events, so stored projections can
+    /// never be past the log's head: when they are, events were removed from its end (an
+    /// audit: deleting the newest events passed `verify`, and any command folded the shorter
+    /// log over the evidence). Nothing then folds it again; the log is read as it is.
+    static func checkNotPastHead(position: UInt64, head: UInt64) throws {
+        guard position > head else { return }
+        throw LedgerError.corrupt(seq: head + 1, reason: "missing from the log: its projections were folded up to seq \(position), past its last event (seq \(head)), so events were removed from its end. Restore the ledger from a backup; 'ledger log' still reads what is left")
     }
 
     func foldContext(in txn: Transaction) throws -> FoldContext {
@@ -226,6 +236,10 @@ extension EventLog {
     @discardableResult
     public func rebuildProjections(indexes: Bool = false, progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
         try environment.write { txn in
+            // (A position that does not decode is damage `rebuild` mends.)
+            if let position = try? metaNumber(EventLog.projectionPositionKey, in: txn) {
+                try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
+            }
             if indexes { try reindexLog(in: txn) }
             return try rebuildProjections(in: txn, progress: progress)
         }
@@ -244,6 +258,7 @@ extension EventLog {
             let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
             let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
             let head = try head(in: txn).seq
+            try EventLog.checkNotPastHead(position: position, head: head)
             return version == UInt64(ActivityFold.version) && position == head
         }
         if !current {
@@ -400,8 +415,27 @@ extension EventLog {
     /// fold of the whole log. Throws `LedgerError.projectionMismatch` naming the first
     /// differing row, or `LedgerError.stateMismatch` naming the first differing state entry or
     /// change. Returns the number of rows compared.
-    public func verifyProjections() throws -> Int {
-        try ensureProjectionsCurrent()
+    public func verifyProjections() throws -> (rows: Int, upgradedFrom: UInt64?) {
+        // The stored projections are compared as they are: made current first (as a read
+        // does), rows someone altered were folded again and then said to match (an audit).
+        // At this build's fold version they are at the head, since appends fold in the
+        // transaction that writes their events; only another version's are made again.
+        let (version, position, head) = try environment.read { txn in
+            (try metaNumber(EventLog.projectionVersionKey, in: txn),
+             try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0, try self.head(in: txn).seq)
+        }
+        try EventLog.checkNotPastHead(position: position, head: head)
+        var upgradedFrom: UInt64?
+        if version == UInt64(ActivityFold.version) {
+            if position != head { throw LedgerError.projectionsBehind(position: position, head: head) }
+        } else if head > 0 || version != nil {
+            upgradedFrom = version ?? 0
+            try ensureProjectionsCurrent()
+        }
+        return (try compareProjections(), upgradedFrom)
+    }
+
+    private func compareProjections() throws -> Int {
         // The stored state is read in one snapshot, held while the log is folded afresh up to
         // that snapshot's head: read in separate transactions, an append committed in between
         // made them differ from the replay, and `verify` failed on a sound ledger.

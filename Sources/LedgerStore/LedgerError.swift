@@ -14,6 +14,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case corrupt(seq: UInt64, reason: String)
     /// A stored projection differs from a fresh fold of the log.
     case projectionMismatch(projection: String, row: String)
+    /// The stored projections, of this build's fold version, stop before the log's head.
+    case projectionsBehind(position: UInt64, head: UInt64)
     /// An entry of the fold's stored state differs from a fresh fold of the log.
     case stateMismatch(table: String, key: String)
     /// One of the log's own indexes (`ids`, `samples`, `sync`) disagrees with the log.
@@ -45,6 +47,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "seq \(seq) is corrupt: \(reason)"
         case .projectionMismatch(let projection, let row):
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
+        case .projectionsBehind(let position, let head):
+            "the stored projections were folded up to seq \(position), but the log's head is seq \(head), and appends fold in the transaction that writes their events: they were altered; run 'ledger rebuild'"
         case .stateMismatch(let table, let key):
             "the projections' stored state ('\(table)') differs from a fresh fold of the log at key \(key); run 'ledger rebuild'"
         case .indexMismatch(let index, let key, let reason):

@@ -523,7 +523,7 @@ struct EventLogTests {
             }
             #expect(position == 80)
             #expect(try log.dailyTotals(user: "bob", type: .steps).map(\.value).reduce(0, +) == 300)
-            #expect(try log.verifyProjections() > 0)
+            #expect(try log.verifyProjections().rows > 0)
         }
     }
 
@@ -594,6 +594,66 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: deleting the newest event (and its index entries) passed `verify`, which,
+    /// like every read and append, folded the shorter log over the projections that still
+    /// showed it. Projections past the head are that evidence, and nothing folds over them.
+    @Test("events removed from the log's end are named, and nothing folds the shorter log")
+    func removedFromTheEnd() throws {
+        try withTemporaryLedger { path in
+            do {
+                let log = try EventLog(path: path, create: true)
+                _ = try log.append(try batch(sampleLine(value: 100)))
+                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
+            }
+            let (_, second) = try lastRaw(path, "events")
+            let id = try second.withUnsafeBytes { try RawRecord(seq: 2, $0).loggedEvent().id.bytes }
+            try deleteRaw(path, "events", UInt64(2).bigEndianBytes)
+            try deleteRaw(path, "ids", id)
+            try deleteRaw(path, "samples", UInt64(2).bigEndianBytes)
+            let log = try EventLog(path: path, create: false)
+            #expect(try log.verifyChain().verified == 1)  // the chain alone cannot tell
+            func missing(_ error: any Error) -> Bool {
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 2 && reason.hasPrefix("missing from the log: its projections were folded up to seq 2, past its last event (seq 1)")
+            }
+            #expect(performing: { _ = try log.verifyProjections() }, throws: missing)
+            #expect(performing: { _ = try log.rows(.daily, filter: RowFilter()) }, throws: missing)
+            #expect(performing: { _ = try log.append(try batch(sampleLine(value: 7, source: "Watch"))) }, throws: missing)
+            #expect(performing: { _ = try log.rebuildProjections() }, throws: missing)
+            // Nothing was written: the evidence is still there.
+            #expect(try lastRaw(path, "events").key == UInt64(1).bigEndianBytes)
+            #expect(try log.statistics().projectionPosition == 2)
+        }
+    }
+
+    /// An audit: `verify` brought stale projections up to date before comparing them, so rows
+    /// someone altered, with the position or the fold version altered too, were folded again
+    /// and then said to match.
+    @Test("verify compares the stored projections as they are, and says when it could not")
+    func verifyComparesStoredProjections() throws {
+        try withTemporaryLedger { path in
+            do {
+                let log = try EventLog(path: path, create: true)
+                _ = try log.append(try batch(sampleLine(value: 100)))
+                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
+            }
+            try putRaw(path, "meta", Array("projections.position".utf8), UInt64(1).bigEndianBytes)
+            do {
+                let log = try EventLog(path: path, create: false)
+                #expect(performing: { _ = try log.verifyProjections() }, throws: { error in
+                    (error as? LedgerError) == .projectionsBehind(position: 1, head: 2)
+                })
+            }
+            // Another fold version's projections are made again, and the report says they were
+            // not compared.
+            try putRaw(path, "meta", Array("projections.version".utf8), UInt64(1).bigEndianBytes)
+            let log = try EventLog(path: path, create: false)
+            let report = try log.verifyProjections()
+            #expect(report.upgradedFrom == 1 && report.rows > 0)
+            #expect(try log.verifyProjections().upgradedFrom == nil)
+        }
+    }
+
     /// The projections are derived, so damage to them is named, nothing is written on top of
     /// it, and `rebuild` repairs it; before, a damaged record trapped every reader.
     @Test("a damaged projection record or position is an error naming rebuild, and rebuild repairs it")
@@ -604,11 +664,11 @@ struct EventLogTests {
             try putRaw(path, "p.lastKnown", StateKey.userType(1, .steps), [0x7F] + [UInt8](repeating: 0xFF, count: 39))
             let log = try EventLog(path: path, create: false)
             #expect(throws: DamagedState.self) { _ = try log.rows(.lastKnown, filter: RowFilter()) }
-            #expect(throws: DamagedState.self) { _ = try log.verifyProjections() }
+            #expect(throws: DamagedState.self) { _ = try log.verifyProjections().rows }
             #expect(throws: DamagedState.self) { _ = try log.append(try batch(sampleLine(value: 5))) }
             #expect(try log.head().seq == 10)
             _ = try log.rebuildProjections()
-            #expect(try log.verifyProjections() > 0)
+            #expect(try log.verifyProjections().rows > 0)
             #expect(try log.rows(.lastKnown, filter: RowFilter()).count == 1)
         }
         try withTemporaryLedger { path in
@@ -620,7 +680,7 @@ struct EventLogTests {
                     && "\(error)".contains("'ledger rebuild'")
             })
             _ = try log.rebuildProjections()
-            #expect(try log.verifyProjections() > 0)
+            #expect(try log.verifyProjections().rows > 0)
         }
     }
 
@@ -645,7 +705,7 @@ struct EventLogTests {
             _ = try log.append(try batch(#"{"kind":"profile","user":"bob","zone":"-12:00"}"#))
             let days = try log.rows(.daily, filter: RowFilter()).compactMap { $0.values["date"]?.stringValue }
             #expect(days == ["9999-12-31", "0000-01-01"])
-            #expect(try log.verifyProjections() == 6)
+            #expect(try log.verifyProjections().rows == 6)
             _ = try log.rebuildProjections()
             #expect(try log.verifyIndexes() > 0)
         }
@@ -693,11 +753,11 @@ struct EventLogTests {
             damaged[damaged.count - 1] ^= 0x01  // the last entry's value, still a number
             try putRaw(path, "p.buckets", key, damaged)
             let log = try EventLog(path: path, create: false)
-            #expect(performing: { _ = try log.verifyProjections() }, throws: { error in
+            #expect(performing: { _ = try log.verifyProjections().rows }, throws: { error in
                 (error as? LedgerError) == .stateMismatch(table: "buckets", key: key.hex)
             })
             _ = try log.rebuildProjections()
-            #expect(try log.verifyProjections() > 0)
+            #expect(try log.verifyProjections().rows > 0)
         }
     }
 
@@ -710,7 +770,7 @@ struct EventLogTests {
             do {
                 let log = try EventLog(path: path, create: false)
                 _ = try log.append(try batch(sampleLine(value: 5)))
-                #expect(try log.verifyProjections() > 0)
+                #expect(try log.verifyProjections().rows > 0)
             }
             let (key, value) = try lastRaw(path, "changes")
             var altered = value
@@ -725,11 +785,11 @@ struct EventLogTests {
             for (name, damage, named) in damages {
                 try damage()
                 let log = try EventLog(path: path, create: false)
-                #expect("\(name)", performing: { _ = try log.verifyProjections() }, throws: { error in
+                #expect("\(name)", performing: { _ = try log.verifyProjections().rows }, throws: { error in
                     (error as? LedgerError) == .stateMismatch(table: "changes", key: named.hex)
                 })
                 _ = try log.rebuildProjections()
-                #expect(try log.verifyProjections() > 0, "\(name)")
+                #expect(try log.verifyProjections().rows > 0, "\(name)")
             }
         }
     }
@@ -765,7 +825,7 @@ struct EventLogTests {
             // Twenty checks while the writer runs (it stops only after them).
             #expect(firstAppend.wait(timeout: .now() + 30) == .success)
             for _ in 0..<20 {
-                #expect(throws: Never.self) { _ = try log.verifyProjections() }
+                #expect(throws: Never.self) { _ = try log.verifyProjections().rows }
             }
             let during = appended.load(ordering: .relaxed)
             #expect(during > 1, "the writer appended while verify ran")
@@ -790,7 +850,7 @@ struct EventLogTests {
             try log.rebuildProjections()
             let after = try log.changes(after: 0, limit: 1_000_000).changes
             #expect(after == before)
-            #expect(try log.verifyProjections() > 0)
+            #expect(try log.verifyProjections().rows > 0)
             let total = try log.dailyTotals(user: "default", type: .steps).map(\.value).reduce(0, +)
             #expect(total == Double(count) * 10)
         }
