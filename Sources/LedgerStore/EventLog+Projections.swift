@@ -330,7 +330,7 @@ extension EventLog {
     /// With `changes`, the fold makes the changes appends make, and hands over each batch's
     /// (what `verify` compares with the stored ones); without, it makes none.
     public func withReplay<R>(to target: ReplayTarget, users: Set<String>? = nil,
-                              changes: (([RowChange]) throws -> Void)? = nil,
+                              changes: (([RowChange]) throws -> Void)? = nil, checkingChain: Bool = true,
                               _ body: (ReplayPoint, ProjectionQuery) throws -> R) throws -> R {
         let context = try environment.read { txn in try foldContext(in: txn) }
         // The replayed state lives only in memory: nothing is written anywhere.
@@ -347,6 +347,7 @@ extension EventLog {
             // The decision for each record, made on the reading thread: it alone keeps
             // `ownSamples`, the ids of the replayed users' samples (their corrections count).
             var ownSamples = Set<UUID>()
+            var chain = ChainWalk()
             return { raw, _ in
                 guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: raw.bytes); return .stop }
                 switch target {
@@ -354,6 +355,11 @@ extension EventLog {
                 case .recorded(let limit) where raw.recorded > limit: return .stop
                 default: break
                 }
+                // The hash shown for the point vouches for every event folded up to it: an
+                // audit altered an early event, and the replay showed its changed totals
+                // beside the hash the auditor had kept. (`verify`, which walks the chain
+                // first, does not walk it again here.)
+                if checkingChain { try chain.check(raw) }
                 guard let userBytes else { return .fold(try raw.loggedEvent()) }
                 func concerns(_ subject: EventSubject) -> Bool {
                     switch subject {
@@ -455,7 +461,7 @@ extension EventLog {
                 if let differing { throw LedgerError.stateMismatch(table: "changes", key: differing.hex) }
                 lastCompared = expected.last?.key ?? lastCompared
             }
-            return try withReplay(to: .seq(try self.head(in: txn).seq), changes: compareChanges) { _, fresh in
+            return try withReplay(to: .seq(try self.head(in: txn).seq), changes: compareChanges, checkingChain: false) { _, fresh in
                 // A stored change past the last one the fold made is one too many.
                 try txn.scan(changesDatabase, from: lastCompared.map { $0 + [0] }) { key, _ in
                     throw LedgerError.stateMismatch(table: "changes", key: Array(key).hex)

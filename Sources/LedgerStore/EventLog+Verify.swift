@@ -30,26 +30,15 @@ extension EventLog {
         var report = VerifyReport(verified: 0, head: Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil))
         var reported: UInt64 = 0
         try Pipeline.run(depth: 4, produce: { (emit: (Item) throws -> Void) in
-            var expected: UInt64 = 1
-            var previousHash = EventRecord.genesisHash
+            var chain = ChainWalk()
             var last: EventRecord?
             var chunk: [EventRecord] = []
             var handOver = true
             do {
                 try self.forEachRecord { record in
-                    guard record.seq == expected else {
-                        throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next stored seq is \(record.seq))")
-                    }
-                    let hash = record.chainHash(previous: previousHash)
-                    guard hash == record.hash else {
-                        throw LedgerError.corrupt(seq: record.seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
-                    }
-                    if let previous = last, record.recorded < previous.recorded {
-                        throw LedgerError.corrupt(seq: record.seq, reason: "'recorded' goes back in time")
-                    }
-                    previousHash = hash
+                    try chain.check(seq: record.seq, recorded: record.recorded, storedHash: record.hash,
+                                    hash: record.chainHash(previous:))
                     last = record
-                    expected += 1
                     chunk.append(record)
                     if chunk.count == 4096 {
                         if handOver {
@@ -72,8 +61,8 @@ extension EventLog {
                 throw error
             }
             if !chunk.isEmpty { try emit(.records(chunk)) }
-            try emit(.end(VerifyReport(verified: expected - 1,
-                                       head: Head(seq: last?.seq ?? 0, hash: previousHash, recorded: last?.recorded))))
+            try emit(.end(VerifyReport(verified: chain.expected - 1,
+                                       head: Head(seq: last?.seq ?? 0, hash: chain.previousHash, recorded: last?.recorded))))
         }, consume: { item in
             var seq: UInt64?
             switch item {

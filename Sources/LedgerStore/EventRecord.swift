@@ -79,12 +79,14 @@ public struct EventRecord: Sendable, Equatable {
     /// The chain hash over a record's stored bytes: its flags (byte 1) and everything after
     /// the hash (byte 34 on).
     private static func chainHash(previous: [UInt8], seq: UInt64, stored: [UInt8]) -> [UInt8] {
+        stored.withUnsafeBytes { chainHash(previous: previous, seq: seq, stored: $0) }
+    }
+
+    static func chainHash(previous: [UInt8], seq: UInt64, stored record: UnsafeRawBufferPointer) -> [UInt8] {
         previous.withUnsafeBytes { previous in
             withUnsafeBytes(of: seq.bigEndian) { seq in
-                stored.withUnsafeBytes { record in
-                    Digest.sha256(buffers: [previous, seq, UnsafeRawBufferPointer(rebasing: record[1..<2]),
-                                            UnsafeRawBufferPointer(rebasing: record[34...])])
-                }
+                Digest.sha256(buffers: [previous, seq, UnsafeRawBufferPointer(rebasing: record[1..<2]),
+                                        UnsafeRawBufferPointer(rebasing: record[34...])])
             }
         }
     }
@@ -190,6 +192,40 @@ public struct EventRecord: Sendable, Equatable {
             return try EventDecoder.decode(try document())
         } catch let error as FieldError {
             throw LedgerError.corrupt(seq: seq, reason: "stored event is not valid: \(error.message)")
+        }
+    }
+}
+
+/// The hash chain walked from `seq` 1, one record after another (`verify`, and `replay`, which
+/// shows the hash of the seq it stops at: an auditor compares it with one kept, and it must
+/// vouch for every event folded, not only for its own record). Each record must be the next
+/// seq, hash to its stored hash from the one before, and not go back in time.
+struct ChainWalk {
+    private(set) var expected: UInt64 = 1
+    private(set) var previousHash = EventRecord.genesisHash
+    private(set) var lastRecorded: Timestamp?
+
+    /// Checks the next record; `hash` computes its chain hash from the previous one.
+    mutating func check(seq: UInt64, recorded: Timestamp, storedHash: [UInt8],
+                        hash: ([UInt8]) -> [UInt8]) throws {
+        guard seq == expected else {
+            throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next stored seq is \(seq))")
+        }
+        let computed = hash(previousHash)
+        guard computed == storedHash else {
+            throw LedgerError.corrupt(seq: seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
+        }
+        if let lastRecorded, recorded < lastRecorded {
+            throw LedgerError.corrupt(seq: seq, reason: "'recorded' goes back in time")
+        }
+        previousHash = computed
+        lastRecorded = recorded
+        expected += 1
+    }
+
+    mutating func check(_ raw: RawRecord) throws {
+        try check(seq: raw.seq, recorded: raw.recorded, storedHash: raw.hash) {
+            EventRecord.chainHash(previous: $0, seq: raw.seq, stored: raw.bytes)
         }
     }
 }

@@ -419,6 +419,26 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: an early event altered (its value, in both its JSON and its typed part) was
+    /// folded by `replay`, which showed the changed totals beside the stored hash of the seq
+    /// it stopped at, the one an auditor kept.
+    @Test("replay checks the hash chain up to its point")
+    func replayChecksTheChain() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 20)))
+            let before = try log.withReplay(to: .seq(20)) { point, _ in point }
+            try forgeTypedPart(of: log, at: 3)  // re-hashes seq 3 from seq 2, not the ones after
+            #expect(performing: { _ = try log.withReplay(to: .seq(20)) { point, _ in point } }, throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 4 && reason.hasPrefix("its hash does not match")
+            })
+            // Up to a point before the change, the replay stands.
+            #expect(try log.withReplay(to: .seq(2)) { point, _ in point.seq } == 2)
+            #expect(before.seq == 20)
+        }
+    }
+
     /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
     /// record from its predecessor, as someone covering their tracks would.
     func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
