@@ -87,8 +87,8 @@ extension Commands {
             toSeq = try parseCount(seq, option: "to-seq", usage: usage)
         case (let when?, nil):
             // Refuse a malformed WHEN before touching the ledger; its day is resolved below.
-            guard (try? Timestamp.parseRFC3339(when)) != nil || CivilDate(parsing: when) != nil else {
-                throw CLIError.usage("'--to' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got '\(when)'", usage: usage)
+            if let problem = EventLog.replayPointProblem(when) {
+                throw CLIError.usage("'--to' \(problem), got '\(when)'", usage: usage)
             }
         }
         // `--to` is the replay point here; the day filter's upper bound is `--to-date`.

@@ -726,7 +726,8 @@ public final class HTTPServer: @unchecked Sendable {
                         when = String(when.dropLast(6)) + "+" + String(when.suffix(5))
                     }
                     guard let instant = try log.replayInstant(when) else {
-                        return .error(400, "'to' must be an RFC 3339 timestamp or a date YYYY-MM-DD (a '+' in it may be written %2B)")
+                        let problem = EventLog.replayPointProblem(when) ?? "is no replay point"
+                        return .error(400, "'to' \(problem), got '\(visibleCharacters(when))' (a '+' in it may be written %2B)")
                     }
                     target = .recorded(instant)
                 } else {

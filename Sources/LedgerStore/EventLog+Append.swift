@@ -343,7 +343,14 @@ extension EventLog {
     /// corrections' targets through it) from the log: `rebuild --indexes`.
     func reindexLog(in txn: Transaction) throws {
         try txn.clear(ids)
-        try forEachLoggedEvent(in: txn) { event, _ in try txn.put(ids, event.id.bytes, event.seq.bigEndianBytes) }
+        try forEachLoggedEvent(in: txn) { event, _ in
+            // Appends admit an id once; a second is a record someone added (an audit forged
+            // one with a valid chain hash: the index kept the later and the repair looped).
+            if let earlier = try txn.get(ids, event.id.bytes) {
+                throw EventLog.reusedID(event.id, at: event.seq, earlier: try seq(earlier, in: "ids"))
+            }
+            try txn.put(ids, event.id.bytes, event.seq.bigEndianBytes)
+        }
         try reindexSamples(in: txn)
     }
 
@@ -367,6 +374,11 @@ extension EventLog {
 }
 
 extension EventLog {
+    /// The damage of a record whose id an earlier one has.
+    static func reusedID(_ id: UUID, at seq: UInt64, earlier: UInt64) -> LedgerError {
+        .corrupt(seq: seq, reason: "its id \(id.lowercased) is seq \(earlier)'s too, and an id is in the log once (the record was added by hand)")
+    }
+
     /// Whether `body`, an event about to be appended, is the event stored as `stored` (both
     /// canonical JSON): the same bytes, or the same but for how `start` and `end` spell their
     /// instants. The offset in a timestamp only fixes the instant (SPEC §3.1), and Apple prints

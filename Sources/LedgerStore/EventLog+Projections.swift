@@ -93,6 +93,23 @@ extension EventLog {
         return Timestamp(microseconds: window.end - 1)
     }
 
+    /// What is wrong with `when` as a replay point, worded to follow the option's name (`'--to'
+    /// …`); nil when it is one. A date of the right shape that does not exist says so (an
+    /// audit: `--to 2026-02-30` was told to give a date YYYY-MM-DD).
+    public static func replayPointProblem(_ when: String) -> String? {
+        do {
+            _ = try Timestamp.parseRFC3339(when)
+            return nil
+        } catch .impossible {
+            return "is a date or time that does not exist"
+        } catch {}
+        if CivilDate(parsing: when) != nil { return nil }
+        let dateShaped = when.utf8.count == 10 && when.utf8.enumerated().allSatisfy { index, byte in
+            index == 4 || index == 7 ? byte == UInt8(ascii: "-") : (48...57).contains(byte)
+        }
+        return dateShaped ? "is a date that does not exist" : "needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD"
+    }
+
     /// Hands every event of the log to `body` inside `txn`, decoded for folding, with whether it
     /// ended its batch. Records are read in chunks, so `body` may write to the transaction: no
     /// cursor over `events` is open while it runs.
@@ -168,7 +185,7 @@ extension EventLog {
     func projectionFold(in txn: Transaction, expectedPosition: UInt64) throws -> ActivityFold {
         let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
         let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
-        try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
+        try EventLog.checkPosition(version: version, position: position, head: try head(in: txn).seq)
         if version != UInt64(ActivityFold.version) || position != expectedPosition {
             try rebuildProjections(in: txn)
         }
@@ -182,6 +199,17 @@ extension EventLog {
     static func checkNotPastHead(position: UInt64, head: UInt64) throws {
         guard position > head else { return }
         throw LedgerError.corrupt(seq: head + 1, reason: "missing from the log: its projections were folded up to seq \(position), past its last event (seq \(head)), so events were removed from its end. Restore the ledger from a backup; 'ledger log' still reads what is left")
+    }
+
+    /// `checkNotPastHead`, and at this build's fold version, not behind the head either: only
+    /// events added to the log by hand, or the position altered, leave them so, and folding
+    /// the log over them without a word hid that (an audit: a record copied in as a new seq
+    /// was counted twice by the next `project`). `rebuild` is then the explicit repair.
+    static func checkPosition(version: UInt64?, position: UInt64, head: UInt64) throws {
+        try checkNotPastHead(position: position, head: head)
+        if version == UInt64(ActivityFold.version), position != head {
+            throw LedgerError.projectionsBehind(position: position, head: head)
+        }
     }
 
     func foldContext(in txn: Transaction) throws -> FoldContext {
@@ -258,7 +286,7 @@ extension EventLog {
             let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
             let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
             let head = try head(in: txn).seq
-            try EventLog.checkNotPastHead(position: position, head: head)
+            try EventLog.checkPosition(version: version, position: position, head: head)
             return version == UInt64(ActivityFold.version) && position == head
         }
         if !current {
@@ -430,11 +458,9 @@ extension EventLog {
             (try metaNumber(EventLog.projectionVersionKey, in: txn),
              try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0, try self.head(in: txn).seq)
         }
-        try EventLog.checkNotPastHead(position: position, head: head)
+        try EventLog.checkPosition(version: version, position: position, head: head)
         var upgradedFrom: UInt64?
-        if version == UInt64(ActivityFold.version) {
-            if position != head { throw LedgerError.projectionsBehind(position: position, head: head) }
-        } else if head > 0 || version != nil {
+        if version != UInt64(ActivityFold.version), head > 0 || version != nil {
             upgradedFrom = version ?? 0
             try ensureProjectionsCurrent()
         }

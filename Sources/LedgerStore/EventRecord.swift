@@ -208,6 +208,9 @@ struct ChainWalk {
     /// Checks the next record; `hash` computes its chain hash from the previous one.
     mutating func check(seq: UInt64, recorded: Timestamp, storedHash: [UInt8],
                         hash: ([UInt8]) -> [UInt8]) throws {
+        guard seq >= expected else {
+            throw LedgerError.corrupt(seq: seq, reason: "stored before seq \(expected), where the log \(expected == 1 ? "begins" : "goes on"): outside the hash chain")
+        }
         guard seq == expected else {
             throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next stored seq is \(seq))")
         }

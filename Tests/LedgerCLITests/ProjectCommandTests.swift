@@ -259,6 +259,9 @@ struct ProjectCommandTests {
             (["project", "daily", "--format", "xml"], "Error: unknown format 'xml' (expected table, json, ndjson, csv or chart)"),
             (["replay", "--projection", "daily"], "Error: replay needs --to WHEN or --to-seq N"),
             (["replay", "--to", "yesterday-ish"], "Error: '--to' needs an RFC 3339 timestamp"),
+            // An audit: these were told to give a date YYYY-MM-DD.
+            (["replay", "--to", "2026-02-30"], "Error: '--to' is a date that does not exist, got '2026-02-30'"),
+            (["replay", "--to", "2026-11-31T10:00:00Z"], "Error: '--to' is a date or time that does not exist, got '2026-11-31T10:00:00Z'"),
             (["rebuild", "dialy"], "Error: unknown projection 'dialy'. Did you mean 'daily'?"),
         ]
         for (arguments, message) in cases {

@@ -439,6 +439,51 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: a copy of a record stored under seq 0 was never named (the chain starts at
+    /// seq 1) while the fold in `verify` counted it; and a copy appended as a new seq, with a
+    /// valid chain hash, was counted twice, while `verify` pointed at a repair of the index
+    /// that could not mend it.
+    @Test("a record before seq 1 and an id stored twice are named as the log's damage")
+    func strayAndRepeatedRecords() throws {
+        try withTemporaryLedger { path in
+            do {
+                let log = try EventLog(path: path, create: true)
+                _ = try log.append(try batch(sampleLine(value: 100)))
+                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
+            }
+            let environment = try Environment(path: path)
+            let events = try #require(try environment.openDatabases(["events"])["events"])
+            let (first, second) = try environment.read { txn in
+                (try #require(try txn.get(events, UInt64(1).bigEndianBytes)), try #require(try txn.get(events, UInt64(2).bigEndianBytes)))
+            }
+            let one = try first.withUnsafeBytes { try EventRecord(seq: 1, decoding: $0) }
+            let two = try second.withUnsafeBytes { try EventRecord(seq: 2, decoding: $0) }
+            // Seq 1's record again as seq 3, chained from seq 2 as an append would chain it.
+            let copy = EventRecord.chained(seq: 3, recorded: two.recorded, endsBatch: true, body: one.body,
+                                           typed: one.typed, previousHash: two.hash)
+            try environment.write { txn in try txn.put(events, UInt64(3).bigEndianBytes, copy.bytes) }
+            let log = try EventLog(path: path, create: false)
+            func reused(_ error: any Error) -> Bool {
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 3 && reason.contains("is seq 1's too, and an id is in the log once")
+            }
+            #expect(performing: { _ = try log.verifyChain() }, throws: reused)
+            #expect(performing: { _ = try log.rebuildProjections(indexes: true) }, throws: reused)
+            try environment.write { txn in
+                _ = try txn.delete(events, UInt64(3).bigEndianBytes)
+                try txn.put(events, UInt64(0).bigEndianBytes, first)
+            }
+            #expect(performing: { _ = try log.verifyChain() }, throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 0 && reason.contains("before seq 1, where the log begins: outside the hash chain")
+            })
+            #expect(performing: { _ = try log.withReplay(to: .seq(2)) { point, _ in point } }, throws: { error in
+                guard case .corrupt(let seq, _)? = error as? LedgerError else { return false }
+                return seq == 0
+            })
+        }
+    }
+
     /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
     /// record from its predecessor, as someone covering their tracks would.
     func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
@@ -660,9 +705,13 @@ struct EventLogTests {
             try putRaw(path, "meta", Array("projections.position".utf8), UInt64(1).bigEndianBytes)
             do {
                 let log = try EventLog(path: path, create: false)
-                #expect(performing: { _ = try log.verifyProjections() }, throws: { error in
-                    (error as? LedgerError) == .projectionsBehind(position: 1, head: 2)
-                })
+                let behind: (any Error) -> Bool = { ($0 as? LedgerError) == .projectionsBehind(position: 1, head: 2) }
+                #expect(performing: { _ = try log.verifyProjections() }, throws: behind)
+                // Nor does a read fold the log over them without a word; `rebuild` does, asked.
+                #expect(performing: { _ = try log.rows(.daily, filter: RowFilter()) }, throws: behind)
+                #expect(performing: { _ = try log.append(try batch(sampleLine(value: 7, source: "Watch"))) }, throws: behind)
+                #expect(try log.rebuildProjections() == 2)
+                #expect(try log.verifyProjections().upgradedFrom == nil)
             }
             // Another fold version's projections are made again, and the report says they were
             // not compared.
