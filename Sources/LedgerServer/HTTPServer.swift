@@ -262,7 +262,7 @@ public final class HTTPServer: @unchecked Sendable {
             // is answered before its body is read (and without `100 Continue`), not after up
             // to 64 MiB of it was held in memory (an audit held 600 MB with ten such requests).
             let request = Request()
-            switch authenticate(connection) {
+            switch authenticate(connection, targetAuthority: HTTPServer.originForm(url).authority) {
             case .success(let found): request.client = found
             case .failure(let failure):
                 metrics.values.withLock { $0.requests += 1 }
@@ -290,7 +290,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
         metrics.values.withLock { $0.requests += 1 }
         let client = request.client
-        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        let target = HTTPServer.originForm(url).path
+        let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")
         let name = parts.count == 3 ? parts[2] : ""
@@ -429,8 +430,26 @@ public final class HTTPServer: @unchecked Sendable {
         return found.arguments
     }
 
-    private func authenticate(_ connection: OpaquePointer) -> Result<APIClient?, ResponseFailure> {
+    /// The target of a request in absolute form (`GET http://host/v1/health`, which RFC 9112
+    /// §3.2.2 says a server must accept; it was a 404) as its path, with its authority; any
+    /// other target as it is.
+    static func originForm(_ target: String) -> (path: String, authority: String?) {
+        for scheme in ["http://", "https://"] where target.lowercased().hasPrefix(scheme) {
+            let rest = target.dropFirst(scheme.count)
+            let end = rest.firstIndex { $0 == "/" || $0 == "?" } ?? rest.endIndex
+            let path = String(rest[end...])
+            return (path.hasPrefix("/") ? path : "/" + path, String(rest[..<end]))
+        }
+        return (target, nil)
+    }
+
+    private func authenticate(_ connection: OpaquePointer, targetAuthority: String?) -> Result<APIClient?, ResponseFailure> {
         guard authRequired else {
+            // A target in absolute form names the host itself, in place of `Host` (RFC 9112
+            // §3.2.2): it is held to the same rule.
+            if let targetAuthority, !HTTPServer.isLoopback(authority: targetAuthority) {
+                return .failure(ResponseFailure(response: .error(403, "--no-auth answers only requests addressed to a loopback name or address, not '\(targetAuthority)'")))
+            }
             // --no-auth serves the programs of this machine, and a web page open in its
             // browser is not one: a cross-site form or fetch (which sends `Origin`) could
             // append to a log that can never be rewritten, and DNS rebinding (a foreign name

@@ -196,7 +196,7 @@ struct ServerTests {
 
     /// An audit: a second `Host` was accepted (--no-auth checks the first), and a replay's
     /// `to` written with its `+` as typed was refused (the query's `+` arrives as a space).
-    @Test("a repeated Host is a 400; a replay's to= may carry its offset's + as typed")
+    @Test("a repeated Host is a 400; a replay's to= may carry its offset's + as typed; an absolute-form target is served")
     func hostAndPlusInQuery() throws {
         try withServer { f in
             #expect(try f.post(step(minute: 1)).status == 200)
@@ -210,6 +210,18 @@ struct ServerTests {
             #expect(plain.body.contains(#""value":100"#), "\(plain.body)")
             let bad = try http("GET", port: f.port, path: "/v1/replay/daily?to=yesterday", headers: f.auth)
             #expect(bad.status == 400 && bad.body.contains("(a '+' in it may be written %2B)"), "\(bad.body)")
+            // A target in absolute form (RFC 9112 §3.2.2: a server must accept it) was a 404.
+            let absolute = try http("GET", port: f.port, path: "http://127.0.0.1:\(f.port)/v1/projections/daily?user=ann", headers: f.auth)
+            #expect(absolute.status == 200 && absolute.body.contains(#""value":100"#), "\(absolute.status) \(absolute.body)")
+        }
+        // With --no-auth, its host is held to the loopback rule that `Host` is.
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth"])
+            defer { server.stop() }
+            #expect(try http("GET", port: server.port, path: "http://localhost/v1/health").status == 200)
+            let foreign = try http("GET", port: server.port, path: "http://evil.example/v1/health")
+            #expect(foreign.status == 403 && foreign.body.contains("not 'evil.example'"), "\(foreign.body)")
         }
     }
 
