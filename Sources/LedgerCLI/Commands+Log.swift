@@ -236,8 +236,11 @@ extension Commands {
         _ = try log.verifyIndexes()
         // Projections of another fold version cannot be compared with this build's fold: they
         // are made again first, and the line says so rather than that they matched.
-        let projections = upgradedFrom.map { "projections of fold version \($0) made again for this build's version \(ActivityFold.version), so not compared (\(rows) rows)" }
-            ?? "projections match a fresh fold (\(rows) rows)"
+        let projections = upgradedFrom.map { version in
+            (version == 0 ? "projections (none were stored) made for this build's fold version \(ActivityFold.version)"
+                : "projections of fold version \(version) made again for this build's version \(ActivityFold.version)")
+                + ", so the stored ones were not compared (\(rows) rows)"
+        } ?? "projections match a fresh fold (\(rows) rows)"
         context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); \(projections); indexes agree\n")
         return 0
     }

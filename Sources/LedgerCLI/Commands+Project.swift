@@ -123,16 +123,19 @@ extension Commands {
     static let rebuildCommand = Command(
         name: "rebuild",
         abstract: "Rebuild projections from the log from scratch.",
-        usage: "ledger rebuild [NAME] [--indexes] [--db PATH]",
+        usage: "ledger rebuild [NAME] [--indexes] [--accept-head] [--db PATH]",
         discussion: """
         All four projections are one fold over the log, so rebuilding any of them rebuilds all. \
         With --indexes, the log's own indexes (ids, samples, sync) are rebuilt from the log \
         first. Runs in one write transaction: readers keep seeing the old rows until it \
-        commits. On a terminal, stderr counts the events folded every 65,536.
+        commits. On a terminal, stderr counts the events folded every 65,536. Projections folded \
+        past the log's last event mean events were removed from its end, and every command \
+        refuses such a ledger; --accept-head folds the log as it is, saying which seqs are gone.
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
         options: [helpOption, dbOption,
-                  OptionSpec(name: "indexes", value: nil, help: "Also rebuild the log's indexes (what 'verify' names when they disagree with the log).")],
+                  OptionSpec(name: "indexes", value: nil, help: "Also rebuild the log's indexes (what 'verify' names when they disagree with the log)."),
+                  OptionSpec(name: "accept-head", value: nil, help: "Fold the log as it is even when its projections were folded past its last event (events removed from its end; restoring a backup is the other way).")],
         maxPositionals: 1
     ) { arguments, context in
         if let name = arguments.positionals.first, ProjectionName.parse(name) == nil {
@@ -144,8 +147,13 @@ extension Commands {
         let progress = ProgressLine(sink: context.stderr) { "rebuilding: folded \($0) of \(head) events…" }
         defer { progress?.finish() }
         let indexes = arguments.flags.contains("indexes")
-        let folded = try log.rebuildProjections(indexes: indexes, progress: progress?.show)
+        let accepting = arguments.flags.contains("accept-head")
+        let position = accepting ? try log.statistics().projectionPosition : nil
+        let folded = try log.rebuildProjections(indexes: indexes, acceptingHead: accepting, progress: progress?.show)
         progress?.finish()
+        if let position, position > head {
+            context.stderr.write("note: the projections had been folded up to seq \(position); the log ends at seq \(head), so seq\(position > head + 1 ? "s \(head + 1)–\(position) are" : " \(position) is") not in it, and the rows no longer count \(position > head + 1 ? "them" : "it")\n")
+        }
         let seconds = Date().timeIntervalSince(started)
         context.stdout.write("rebuilt \(indexes ? "ids, samples, sync, " : "")daily, per-source, last-known, grants from \(folded) events in \(String(format: "%.2f", seconds)) s\n")
         return 0

@@ -263,8 +263,6 @@ extension JSONValue {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// Writes a finite number; integral values below 2^53 are written without a fraction,
-    /// so `100` and `100.0` are the same content.
     /// `value`, with -0.0 (`-0.0`, `-0e0`, or a negative number too small to represent, as
     /// `-1e-400`) as 0: JSON writes both as `0`, and a -0.0 kept in an event's typed form made
     /// `verify` call the record corrupt, its typed part no longer saying what its JSON says.
@@ -273,6 +271,8 @@ extension JSONValue {
         value == 0 ? 0 : value
     }
 
+    /// Writes a finite number; integral values below 2^53 are written without a fraction,
+    /// so `100` and `100.0` are the same content.
     public static func writeNumber(_ value: Double, to out: inout [UInt8]) {
         precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
         if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {

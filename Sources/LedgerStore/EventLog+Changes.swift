@@ -96,6 +96,12 @@ extension EventLog {
             var result: [StoredChange] = []
             var through = after
             var examined = 0
+            // The changes are the projections': past the head (events removed from the log's
+            // end) or behind it, they are not served (a review: `subscribe` sent the changes of
+            // removed events that every folding command refused).
+            try EventLog.checkPosition(version: try metaNumber(EventLog.projectionVersionKey, in: txn),
+                                       position: try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0,
+                                       head: try head(in: txn).seq)
             guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
                 guard key.count >= 8 else {

@@ -198,7 +198,7 @@ extension EventLog {
     /// log over the evidence). Nothing then folds it again; the log is read as it is.
     static func checkNotPastHead(position: UInt64, head: UInt64) throws {
         guard position > head else { return }
-        throw LedgerError.corrupt(seq: head + 1, reason: "missing from the log: its projections were folded up to seq \(position), past its last event (seq \(head)), so events were removed from its end. Restore the ledger from a backup; 'ledger log' still reads what is left")
+        throw LedgerError.corrupt(seq: head + 1, reason: "missing from the log: its projections were folded up to seq \(position), past its last event (seq \(head)), so events were removed from its end. Restore the ledger from a backup ('ledger log' still reads what is left), or go on with the log as it is: 'ledger rebuild --accept-head'")
     }
 
     /// `checkNotPastHead`, and at this build's fold version, not behind the head either: only
@@ -245,7 +245,17 @@ extension EventLog {
             last = event.seq
             if last % EventLog.progressStep == 0 { progress?(last) }
         }
-        try foldRecords({ { raw, _ in .fold(try raw.loggedEvent()) } }) { record in
+        try foldRecords({
+            // Only what appends admit is folded: seqs from 1 in order, each id once. A record
+            // added by hand is named, not counted (a review: after `verify` had named a copied
+            // record, `rebuild` counted it twice without a word). Checked on the reading
+            // thread, beside the fold; the hashes are `verify`'s and `replay`'s to recompute.
+            var chain = ChainWalk(hashing: false, checkingIDs: true)
+            return { raw, _ in
+                try chain.check(raw)
+                return .fold(try raw.loggedEvent())
+            }
+        }) { record in
             try apply(record.event!, endsBatch: record.endsBatch)
         }
         try forEachLoggedEvent(in: txn, after: last) { event, endsBatch in
@@ -262,10 +272,13 @@ extension EventLog {
     /// With `indexes`, the log's own indexes (`ids`, `samples`, `sync`) are rebuilt from the log
     /// first, in the same transaction: what repairs damage `verify` names in them.
     @discardableResult
-    public func rebuildProjections(indexes: Bool = false, progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
+    /// With `acceptingHead`, the log is folded as it is even when the projections were folded
+    /// past its end (what `checkNotPastHead` refuses), its missing end accepted.
+    public func rebuildProjections(indexes: Bool = false, acceptingHead: Bool = false,
+                                   progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
         try environment.write { txn in
             // (A position that does not decode is damage `rebuild` mends.)
-            if let position = try? metaNumber(EventLog.projectionPositionKey, in: txn) {
+            if !acceptingHead, let position = try? metaNumber(EventLog.projectionPositionKey, in: txn) {
                 try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
             }
             if indexes { try reindexLog(in: txn) }
@@ -292,7 +305,7 @@ extension EventLog {
         if !current {
             if environment.isOnReadOnlyMedia {
                 // Bringing them up to date writes; a replay folds in memory and needs no write.
-                throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are behind the log or of another build's fold, and bringing them up to date writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
+                throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are of another build's fold version, and making them again writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
             }
             try environment.write { txn in
                 _ = try projectionFold(in: txn, expectedPosition: try head(in: txn).seq)

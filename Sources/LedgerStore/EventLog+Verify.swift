@@ -41,11 +41,10 @@ extension EventLog {
                     return false
                 }
             }
-            var chain = ChainWalk()
             // Appends admit an id once; a second is a record someone added with a valid chain
             // hash (an audit: the fold counted it twice, and verify sent the user round a
             // repair of the index that could not mend it).
-            var seqOfID: [UUID: UInt64] = [:]
+            var chain = ChainWalk(checkingIDs: true)
             var last: EventRecord?
             var chunk: [EventRecord] = []
             var handOver = true
@@ -54,10 +53,7 @@ extension EventLog {
                     try chain.check(seq: record.seq, recorded: record.recorded, storedHash: record.hash,
                                     hash: record.chainHash(previous:))
                     if record.typed.count >= 16 {  // (format 1 records, of logs from before the typed part, have none)
-                        let id = UUID(bytes: Array(record.typed.prefix(16)))
-                        if let earlier = seqOfID.updateValue(record.seq, forKey: id) {
-                            throw EventLog.reusedID(id, at: record.seq, earlier: earlier)
-                        }
+                        try chain.checkID(UUID(bytes: Array(record.typed.prefix(16))), at: record.seq)
                     }
                     last = record
                     chunk.append(record)

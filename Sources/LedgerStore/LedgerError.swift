@@ -48,7 +48,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .projectionMismatch(let projection, let row):
             "the stored '\(projection)' projection differs from a fresh fold of the log at row \(row); run 'ledger rebuild'"
         case .projectionsBehind(let position, let head):
-            "the stored projections were folded up to seq \(position), but the log's head is seq \(head), and appends fold in the transaction that writes their events: events were added to the log by hand, or the projections altered. Run 'ledger verify', then 'ledger rebuild'"
+            "the stored projections were folded up to seq \(position), but the log's head is seq \(head), and appends fold in the transaction that writes their events: events were added to the log by hand, or the projections altered. 'ledger verify' checks the log; 'ledger rebuild' then folds them again"
         case .stateMismatch(let table, let key):
             "the projections' stored state ('\(table)') differs from a fresh fold of the log at key \(key); run 'ledger rebuild'"
         case .indexMismatch(let index, let key, let reason):

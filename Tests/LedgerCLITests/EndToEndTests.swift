@@ -422,7 +422,7 @@ struct ReadOnlyMediaTests {
         }) { binary, _, db in
             let project = try runProcess(binary, ["project", "daily", "--db", db])
             #expect(project.status == 1)
-            #expect(project.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: its stored projections are behind the log or of another build's fold"), "\(project.stderr)")
+            #expect(project.stderr.hasPrefix("Error: the ledger at '\(db)' is on a read-only file system: its stored projections are of another build's fold version"), "\(project.stderr)")
             #expect(project.stderr.contains("'ledger replay --to-seq N', with N the head 'ledger stats' prints"))
             let replay = try runProcess(binary, ["replay", "--to-seq", "1", "--projection", "daily", "--format", "ndjson", "--db", db])
             #expect(replay.status == 0, "\(replay.stderr)")

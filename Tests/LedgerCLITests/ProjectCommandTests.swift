@@ -202,6 +202,39 @@ struct ProjectCommandTests {
         }
     }
 
+    /// A review: what `verify`, `rebuild --accept-head` and the refusals say to a user.
+    @Test("verify says when it could not compare; rebuild --accept-head says which seqs are gone")
+    func integrityMessages() throws {
+        try withTemporaryLedger { db in
+            let one = Fixtures.stepLine(value: 100, start: "2026-11-29T08:00:00Z", end: "2026-11-29T08:10:00Z")
+            let two = Fixtures.stepLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")
+            // -0.0 through the CLI's own decoder (the direct path), then two more samples.
+            let zero = Fixtures.stepLine(value: 0, start: "2026-11-29T07:00:00Z", end: "2026-11-29T07:01:00Z").replacingOccurrences(of: #""value":0.0"#, with: #""value":-0.0"#)
+            #expect(zero.contains("-0.0"))
+            for line in [zero, one, two] { #expect(ledger(["append"], stdin: line, db: db).status == 0) }
+            #expect(ledger(["verify"], db: db).status == 0)
+            func putMeta(_ key: String, _ value: UInt64) throws {
+                let environment = try Environment(path: db)
+                let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+                try environment.write { try $0.put(meta, Array(key.utf8), value.bigEndianBytes) }
+            }
+            try putMeta("projections.version", 1)
+            let upgraded = ledger(["verify"], db: db)
+            #expect(upgraded.status == 0 && upgraded.stdout.contains("; projections of fold version 1 made again for this build's version \(ActivityFold.version), so the stored ones were not compared ("), "\(upgraded.stdout)")
+            try putMeta("projections.position", 2)
+            let behind = ledger(["project", "daily"], db: db)
+            #expect(behind.status == 1 && behind.stderr == "Error: the stored projections were folded up to seq 2, but the log's head is seq 3, and appends fold in the transaction that writes their events: events were added to the log by hand, or the projections altered. 'ledger verify' checks the log; 'ledger rebuild' then folds them again\n", "\(behind.stderr)")
+            try putMeta("projections.position", 5)
+            let past = ledger(["project", "daily"], db: db)
+            #expect(past.status == 1 && past.stderr.hasPrefix("Error: seq 4 is corrupt: missing from the log: its projections were folded up to seq 5, past its last event (seq 3)") && past.stderr.hasSuffix("or go on with the log as it is: 'ledger rebuild --accept-head'\n"), "\(past.stderr)")
+            #expect(ledger(["rebuild"], db: db).status == 1)
+            let accepted = ledger(["rebuild", "--accept-head"], db: db)
+            #expect(accepted.status == 0 && accepted.stderr == "note: the projections had been folded up to seq 5; the log ends at seq 3, so seqs 4–5 are not in it, and the rows no longer count them\n", "\(accepted.stderr)")
+            let verified = ledger(["verify"], db: db)
+            #expect(verified.status == 0 && verified.stdout.contains("projections match a fresh fold"), "\(verified.stdout) \(verified.stderr)")
+        }
+    }
+
     @Test("stats reports a damaged projections position instead of failing, and rebuild mends it")
     func statsOnDamagedPosition() throws {
         try withTemporaryLedger { db in

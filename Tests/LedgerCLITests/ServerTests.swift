@@ -210,6 +210,8 @@ struct ServerTests {
             #expect(plain.body.contains(#""value":100"#), "\(plain.body)")
             let bad = try http("GET", port: f.port, path: "/v1/replay/daily?to=yesterday", headers: f.auth)
             #expect(bad.status == 400 && bad.body.contains("(a '+' in it may be written %2B)"), "\(bad.body)")
+            let impossible = try http("GET", port: f.port, path: "/v1/replay/daily?to=2026-02-30", headers: f.auth)
+            #expect(impossible.status == 400 && impossible.body.contains("'to' is a date that does not exist, got '2026-02-30'"), "\(impossible.body)")
             // A target in absolute form (RFC 9112 §3.2.2: a server must accept it) was a 404.
             let absolute = try http("GET", port: f.port, path: "http://127.0.0.1:\(f.port)/v1/projections/daily?user=ann", headers: f.auth)
             #expect(absolute.status == 200 && absolute.body.contains(#""value":100"#), "\(absolute.status) \(absolute.body)")
