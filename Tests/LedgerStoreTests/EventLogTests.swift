@@ -28,6 +28,14 @@ func makeLedger(_ path: String, steps count: Int) throws {
     _ = try log.append(try batch(Fixtures.stepsFile(count: count)))
 }
 
+/// A new ledger at `path` with two step samples appended one at a time (seq 1: 100, seq 2:
+/// 50), closed on return: what the integrity tests alter.
+func makeTwoBatchLedger(_ path: String) throws {
+    let log = try EventLog(path: path, create: true)
+    _ = try log.append(try batch(sampleLine(value: 100)))
+    _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
+}
+
 /// The last entry of the database `name` in the environment at `path`, read raw (the
 /// environment is closed on return).
 func lastRaw(_ path: String, _ name: String) throws -> (key: [UInt8], value: [UInt8]) {
@@ -446,11 +454,7 @@ struct EventLogTests {
     @Test("a record before seq 1 and an id stored twice are named as the log's damage")
     func strayAndRepeatedRecords() throws {
         try withTemporaryLedger { path in
-            do {
-                let log = try EventLog(path: path, create: true)
-                _ = try log.append(try batch(sampleLine(value: 100)))
-                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
-            }
+            try makeTwoBatchLedger(path)
             let environment = try Environment(path: path)
             let events = try #require(try environment.openDatabases(["events"])["events"])
             let (first, second) = try environment.read { txn in
@@ -669,11 +673,7 @@ struct EventLogTests {
     @Test("events removed from the log's end are named, and nothing folds the shorter log")
     func removedFromTheEnd() throws {
         try withTemporaryLedger { path in
-            do {
-                let log = try EventLog(path: path, create: true)
-                _ = try log.append(try batch(sampleLine(value: 100)))
-                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
-            }
+            try makeTwoBatchLedger(path)
             let (_, second) = try lastRaw(path, "events")
             let id = try second.withUnsafeBytes { try RawRecord(seq: 2, $0).loggedEvent().id.bytes }
             try deleteRaw(path, "events", UInt64(2).bigEndianBytes)
@@ -707,11 +707,7 @@ struct EventLogTests {
     @Test("verify compares the stored projections as they are, and says when it could not")
     func verifyComparesStoredProjections() throws {
         try withTemporaryLedger { path in
-            do {
-                let log = try EventLog(path: path, create: true)
-                _ = try log.append(try batch(sampleLine(value: 100)))
-                _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
-            }
+            try makeTwoBatchLedger(path)
             try putRaw(path, "meta", Array("projections.position".utf8), UInt64(1).bigEndianBytes)
             do {
                 let log = try EventLog(path: path, create: false)
