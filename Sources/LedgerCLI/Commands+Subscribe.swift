@@ -36,6 +36,34 @@ func catchInterrupts(interruptingWrites: Bool = false) {
     }
 }
 
+/// Whether `event` passes `subscribe events`' `--user` and `--type`: whose and of which type
+/// it is as `log --user` reads it. A correction is its target sample's; a grant or revoke is
+/// of the types it names; a profile of the types whose priority it sets, and of every type
+/// when it sets a zone (which moves every day). (An audit: corrections of the user's samples
+/// were dropped, and `--type steps` passed every event that was not a sample.) A correction's
+/// target is read when the correction comes, not remembered: the stream runs for ever.
+func eventPasses(_ event: (id: UUID, payload: Event.Payload), user: String?, type: QuantityType?,
+                 in log: EventLog) throws -> Bool {
+    guard user != nil || type != nil else { return true }
+    var subject = event.payload.user
+    var types: [QuantityType]?  // nil: every type
+    switch event.payload {
+    case .sample(let sample):
+        types = [sample.type]
+    case .correction(let correction):
+        guard case .sample(let sample)? = try log.record(id: correction.target)?.typedEvent().payload else { return false }
+        subject = sample.user
+        types = [sample.type]
+    case .grant(let change), .revoke(let change):
+        types = change.read + change.share
+    case .profile(let profile):
+        types = profile.zone != nil ? nil : Array((profile.priority ?? [:]).keys)
+    }
+    if let user, !sameName(subject, user) { return false }
+    if let type, let types, !types.contains(type) { return false }
+    return true
+}
+
 /// `sigaction` for `signal`; with `restarting`, a system call it interrupts resumes (`SA_RESTART`).
 func installHandler(_ signal: Int32, restarting: Bool, _ handler: @convention(c) (Int32) -> Void) {
     var action = sigaction()
@@ -138,9 +166,7 @@ extension Commands {
             var wrote = false
             if eventsOnly {
                 for record in try log.records(after: cursor, limit: 1024) {
-                    let event = try record.typedEvent()
-                    if let user = filter.user, !sameName(event.payload.user, user) { cursor = record.seq; continue }
-                    if let type = filter.type, case .sample(let sample) = event.payload, sample.type != type {
+                    guard try eventPasses(try record.typedEvent(), user: filter.user, type: filter.type, in: log) else {
                         cursor = record.seq
                         continue
                     }

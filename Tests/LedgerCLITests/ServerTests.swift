@@ -1045,6 +1045,41 @@ struct ServerTests {
         }
     }
 
+    /// An audit: `subscribe events --user U` dropped corrections of U's samples (which
+    /// `log --user U` shows), and `--type steps` passed every event that was not a sample.
+    @Test("subscribe events --user and --type read whose and which type an event is as log does")
+    func subscribeEventsFilters() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db throws in
+            let id = "99999999-9999-4999-8999-999999999999"
+            let events = [
+                #"{"kind":"sample","id":"\#(id)","user":"U","type":"distance","unit":"m","value":1,"start":"2026-05-01T08:00:00Z","end":"2026-05-01T08:10:00Z","source":"a"}"#,
+                #"{"kind":"correction","target":"\#(id)","action":"retract","reason":"x"}"#,
+                #"{"kind":"grant","user":"U","client":"c","read":["distance"]}"#,
+                #"{"kind":"profile","user":"U","zone":"Asia/Tokyo"}"#,
+                #"{"kind":"profile","user":"U","priority":{"flights":["a"]}}"#,
+                #"{"kind":"sample","user":"V","type":"steps","value":5,"start":"2026-05-01T08:00:00Z","end":"2026-05-01T08:10:00Z","source":"a"}"#,
+            ]
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(events.joined(separator: "\n").utf8)).status == 0)
+            func streamed(_ filters: [String]) throws -> [Int] {
+                let (process, output) = try started(binary, ["subscribe", "events", "--from", "0", "--db", db] + filters)
+                defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+                let reader = LineReader(handle: output.fileHandleForReading)
+                var found: [Int] = []
+                while let line = reader.line(timeout: 1.0) {
+                    if case .int(let seq)? = try JSONValue.parse(Array(line.utf8)).objectValue?["seq"] { found.append(Int(seq)) }
+                }
+                kill(process.processIdentifier, SIGINT)
+                process.waitUntilExit()
+                return found
+            }
+            #expect(try streamed(["--user", "U"]) == [1, 2, 3, 4, 5])
+            #expect(try streamed(["--type", "steps"]) == [4, 6])  // the zone moves every type's days
+            #expect(try streamed(["--type", "distance", "--user", "U"]) == [1, 2, 3, 4])
+            #expect(try streamed(["--type", "flights"]) == [4, 5])
+        }
+    }
+
     /// A subscriber killed outright can stop inside a seq that changed many rows; the lines
     /// carry the seq but not their place in it, so `--from SEQ` alone lost the rest of it.
     @Test("subscribe --from SEQ.K resumes inside a seq that changed many rows, as SSE ids do")
