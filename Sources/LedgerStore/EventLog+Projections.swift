@@ -137,8 +137,24 @@ extension EventLog {
     /// for each record whether its event is decoded, skipped or ends the walk. Returns after
     /// the last record folded; errors of either side are rethrown (the reader's after what it
     /// handed over is folded).
+    ///
+    /// `in txn`: read from that transaction instead, on this thread, with no second thread or
+    /// transaction. A caller that holds a read transaction open must pass it: a transaction
+    /// begun while another of this process is open cannot adopt a map another process grew,
+    /// and waited for it for ever (`verify`, found by a stress test).
     func foldRecords(_ makeStep: @escaping @Sendable () -> (RawRecord, Transaction) throws -> RecordStep,
-                     _ fold: (FoldedRecord) throws -> Void) throws {
+                     in txn: Transaction? = nil, _ fold: (FoldedRecord) throws -> Void) throws {
+        if let txn {
+            let step = makeStep()
+            try txn.scan(events) { key, value in
+                let raw = RawRecord(seq: try seq(key, in: "events"), value)
+                guard case .fold(let event) = try step(raw, txn) else { return false }
+                try fold(FoldedRecord(event: try event.map { try withTarget($0, in: txn) }, seq: raw.seq,
+                                      recorded: raw.recorded, endsBatch: raw.endsBatch))
+                return true
+            }
+            return
+        }
         try Pipeline.run(depth: 4, produce: { (emit: ([FoldedRecord]) throws -> Void) in
             let step = makeStep()
             var chunk: [FoldedRecord] = []
@@ -372,8 +388,9 @@ extension EventLog {
     /// (what `verify` compares with the stored ones); without, it makes none.
     public func withReplay<R>(to target: ReplayTarget, users: Set<String>? = nil,
                               changes: (([RowChange]) throws -> Void)? = nil, checkingChain: Bool = true,
+                              in snapshot: Transaction? = nil,
                               _ body: (ReplayPoint, ProjectionQuery) throws -> R) throws -> R {
-        let context = try environment.read { txn in try foldContext(in: txn) }
+        let context = try snapshot.map(foldContext(in:)) ?? environment.read { txn in try foldContext(in: txn) }
         // The replayed state lives only in memory: nothing is written anywhere.
         let store = MemoryStateStore()
         let fold = ActivityFold(store: store, context: context, emitsChanges: changes != nil)
@@ -418,16 +435,17 @@ extension EventLog {
                 if let event, case .sample = event.payload { ownSamples.insert(event.id) }
                 return .fold(event)
             }
-        }) { record in
+        }, in: snapshot) { record in
             if let event = record.event { try fold.apply(event) }
             if record.endsBatch { try flush() }
             point = ReplayPoint(seq: record.seq, recorded: record.recorded, hash: [])
         }
         if point.seq > 0 {
             // The log is append-only: the record at this seq is the one the snapshot held.
-            point.hash = try environment.read { txn in
+            func hash(in txn: Transaction) throws -> [UInt8]? {
                 try txn.withValue(events, point.seq.bigEndianBytes) { RawRecord(seq: point.seq, $0).hash }
-            } ?? []
+            }
+            point.hash = try (snapshot.map(hash(in:)) ?? environment.read(hash(in:))) ?? []
         }
         try flush()
         return try body(point, ProjectionQuery(store: store))
@@ -500,7 +518,10 @@ extension EventLog {
                 if let differing { throw LedgerError.stateMismatch(table: "changes", key: differing.hex) }
                 lastCompared = expected.last?.key ?? lastCompared
             }
-            return try withReplay(to: .seq(try self.head(in: txn).seq), changes: compareChanges, checkingChain: false) { _, fresh in
+            // Folded from this same transaction: another begun inside it waited for ever once
+            // another process had grown the map (a stress test).
+            return try withReplay(to: .seq(try self.head(in: txn).seq), changes: compareChanges, checkingChain: false,
+                                  in: txn) { _, fresh in
                 // A stored change past the last one the fold made is one too many.
                 try txn.scan(changesDatabase, from: lastCompared.map { $0 + [0] }) { key, _ in
                     throw LedgerError.stateMismatch(table: "changes", key: Array(key).hex)

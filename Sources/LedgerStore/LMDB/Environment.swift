@@ -17,6 +17,14 @@ public struct Database: Sendable, Hashable {
 /// Read transactions are opened with `MDB_NOTLS`, are short, and never block the writer.
 /// When the map is full, the write is aborted, the map is doubled and the closure runs again
 /// from the start, so a batch is never half-written.
+#if DEBUG
+private let readDepthKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
+#endif
+
 public final class Environment: @unchecked Sendable {
     // @unchecked: `handle` is an MDB_env*, which LMDB documents as safe to share between
     // threads; the mutable state (the map size) is guarded by `resizeLock`/`writeLock`.
@@ -27,6 +35,23 @@ public final class Environment: @unchecked Sendable {
     private let writeLock = NSLock()
     private let resizeLock = ReadWriteLock()
     private let reruns = Atomic<Int>(0)
+
+    /// Read transactions open on this thread (kept in debug builds only, for the assertion in
+    /// `transaction`).
+    private static var readDepth: Int {
+        get {
+            #if DEBUG
+            Int(bitPattern: pthread_getspecific(readDepthKey))
+            #else
+            0
+            #endif
+        }
+        set {
+            #if DEBUG
+            pthread_setspecific(readDepthKey, UnsafeRawPointer(bitPattern: newValue))
+            #endif
+        }
+    }
 
     /// Write transactions run again because the map was full (see `reserve`).
     public var rerunsAfterFullMap: Int { reruns.load(ordering: .relaxed) }
@@ -184,6 +209,13 @@ public final class Environment: @unchecked Sendable {
     }
 
     private func transaction<R>(readOnly: Bool, commit: Bool, _ body: (Transaction) throws -> R) throws -> R {
+        // A transaction begun while this thread holds a read transaction cannot adopt a map
+        // another process grew (`MDB_MAP_RESIZED` needs none open here), and waited for ever
+        // for this thread's own lock (`verify`, found by a stress test). Callers pass the
+        // transaction they hold instead; debug builds (the tests) trap on one that does not.
+        assert(Environment.readDepth == 0, "a transaction begun inside a read transaction on one thread")
+        if readOnly { Environment.readDepth += 1 }
+        defer { if readOnly { Environment.readDepth -= 1 } }
         var attempts = 0
         while true {
             resizeLock.lockShared()
