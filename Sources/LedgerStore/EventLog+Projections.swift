@@ -138,10 +138,16 @@ extension EventLog {
     /// the last record folded; errors of either side are rethrown (the reader's after what it
     /// handed over is folded).
     ///
-    /// `in txn`: read from that transaction instead, on this thread, with no second thread or
-    /// transaction. A caller that holds a read transaction open must pass it: a transaction
-    /// begun while another of this process is open cannot adopt a map another process grew,
-    /// and waited for it for ever (`verify`, found by a stress test).
+    /// `in txn`: read from that (read-only) transaction instead, on this thread, with no
+    /// second thread or transaction; `fold` runs with a cursor on `events` open in it, so it
+    /// must not write to it. A caller that holds a read transaction open must pass it: a
+    /// transaction begun while another of this process is open cannot adopt a map another
+    /// process grew, and waited for it for ever (`verify`, found by a stress test).
+    ///
+    /// Without it, the reading thread begins its own read transaction. `rebuild` calls this
+    /// while its thread holds the write transaction, which is safe only because no other
+    /// process can commit (grow the map) while that is held, so the read cannot meet
+    /// `MDB_MAP_RESIZED`; a reader holding a read transaction must never wait on this.
     func foldRecords(_ makeStep: @escaping @Sendable () -> (RawRecord, Transaction) throws -> RecordStep,
                      in txn: Transaction? = nil, _ fold: (FoldedRecord) throws -> Void) throws {
         if let txn {

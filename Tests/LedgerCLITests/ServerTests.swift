@@ -1077,6 +1077,15 @@ struct ServerTests {
             #expect(try streamed(["--type", "steps"]) == [4, 6])  // the zone moves every type's days
             #expect(try streamed(["--type", "distance", "--user", "U"]) == [1, 2, 3, 4])
             #expect(try streamed(["--type", "flights"]) == [4, 5])
+            // A review: a page of 1,024 events with no match waited a second before the next,
+            // so catching up with a selective filter took a second per page. Twelve pages of
+            // others, then one of W's: it comes within the reader's wait, not after twelve.
+            let others = (0..<12_288).map { step("X", minute: $0 % 60, value: 1 + $0) }.joined(separator: "\n")
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((others + "\n" + step("W", minute: 0)).utf8)).status == 0)
+            let (process, output) = try started(binary, ["subscribe", "events", "--from", "6", "--user", "W", "--db", db])
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let first = LineReader(handle: output.fileHandleForReading).line(timeout: 6)
+            #expect(first?.contains(#""user":"W""#) == true, "\(first ?? "nothing within 6 s")")
         }
     }
 
