@@ -985,6 +985,18 @@ struct ServerTests {
             let add = try runProcess("/bin/sh", ["-c", #"exec "$0" client add coach --db "$1" > /dev/full"#, binary, db])
             #expect(add.status == 1 && add.stderr == "Error: cannot write the token to standard output (No space left on device); the client was not added\n", "\(add)")
             #expect(try runProcess(binary, ["client", "list", "--db", db]).stdout == "")
+            // Nor when its reader has gone (EPIPE): the pipe's reading end is closed before it writes.
+            let gone = Process()
+            gone.executableURL = URL(fileURLWithPath: binary)
+            gone.arguments = ["client", "add", "coach", "--db", db]
+            let pipe = Pipe()
+            gone.standardOutput = pipe
+            gone.standardError = FileHandle.nullDevice
+            try pipe.fileHandleForReading.close()
+            try gone.run()
+            gone.waitUntilExit()
+            #expect(gone.terminationStatus == 1)
+            #expect(try runProcess(binary, ["client", "list", "--db", db]).stdout == "")
             // The same name can then be added, and its token is printed.
             let again = try runProcess(binary, ["client", "add", "coach", "--db", db])
             #expect(again.status == 0 && again.stdout.count > 20, "\(again)")
