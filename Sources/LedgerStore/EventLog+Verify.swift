@@ -52,9 +52,10 @@ extension EventLog {
                 try self.forEachRecord { record in
                     try chain.check(seq: record.seq, recorded: record.recorded, storedHash: record.hash,
                                     hash: record.chainHash(previous:))
-                    if record.typed.count >= 16 {  // (format 1 records, of logs from before the typed part, have none)
-                        try chain.checkID(UUID(bytes: Array(record.typed.prefix(16))), at: record.seq)
-                    }
+                    // The id leads the typed part; a format 1 record (of a log from before the
+                    // typed part) has only its JSON, decoded here for it.
+                    try chain.checkID(record.typed.count >= 16 ? UUID(bytes: Array(record.typed.prefix(16))) : try record.event().id,
+                                      at: record.seq)
                     last = record
                     chunk.append(record)
                     if chunk.count == 4096 {

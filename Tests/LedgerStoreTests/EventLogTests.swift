@@ -492,6 +492,30 @@ struct EventLogTests {
         }
     }
 
+    /// A log from before the typed part holds format 1 records (JSON only): a repeated id is
+    /// named among them too.
+    @Test("an id stored twice is named in format 1 records")
+    func repeatedIDInFormatOne() throws {
+        try withTemporaryLedger { path in
+            try makeTwoBatchLedger(path)
+            let environment = try Environment(path: path)
+            let events = try #require(try environment.openDatabases(["events"])["events"])
+            let (one, two) = try environment.read { txn in
+                (try #require(try txn.withValue(events, UInt64(1).bigEndianBytes) { try EventRecord(seq: 1, decoding: $0) }),
+                 try #require(try txn.withValue(events, UInt64(2).bigEndianBytes) { try EventRecord(seq: 2, decoding: $0) }))
+            }
+            var copy = EventRecord(seq: 3, recorded: two.recorded, endsBatch: true, hash: EventRecord.genesisHash,
+                                   body: one.body, typed: [], format: 1)
+            copy.hash = copy.chainHash(previous: two.hash)
+            try environment.write { txn in try txn.put(events, UInt64(3).bigEndianBytes, copy.encoded) }
+            let log = try EventLog(path: path, create: false)
+            #expect(performing: { _ = try log.verifyChain() }, throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 3 && reason.contains("is seq 1's too")
+            })
+        }
+    }
+
     /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
     /// record from its predecessor, as someone covering their tracks would.
     func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
