@@ -36,6 +36,19 @@ func makeTwoBatchLedger(_ path: String) throws {
     _ = try log.append(try batch(sampleLine(value: 50, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
 }
 
+/// `makeTwoBatchLedger`'s ledger at `path`, opened raw, with its `events` database and the two
+/// records (what the tests of records added by hand copy).
+func twoBatchRecords(_ path: String) throws -> (Environment, Database, EventRecord, EventRecord) {
+    try makeTwoBatchLedger(path)
+    let environment = try Environment(path: path)
+    let events = try #require(try environment.openDatabases(["events"])["events"])
+    let (one, two) = try environment.read { txn in
+        (try #require(try txn.withValue(events, UInt64(1).bigEndianBytes) { try EventRecord(seq: 1, decoding: $0) }),
+         try #require(try txn.withValue(events, UInt64(2).bigEndianBytes) { try EventRecord(seq: 2, decoding: $0) }))
+    }
+    return (environment, events, one, two)
+}
+
 /// The last entry of the database `name` in the environment at `path`, read raw (the
 /// environment is closed on return).
 func lastRaw(_ path: String, _ name: String) throws -> (key: [UInt8], value: [UInt8]) {
@@ -454,14 +467,7 @@ struct EventLogTests {
     @Test("a record before seq 1 and an id stored twice are named as the log's damage")
     func strayAndRepeatedRecords() throws {
         try withTemporaryLedger { path in
-            try makeTwoBatchLedger(path)
-            let environment = try Environment(path: path)
-            let events = try #require(try environment.openDatabases(["events"])["events"])
-            let (first, second) = try environment.read { txn in
-                (try #require(try txn.get(events, UInt64(1).bigEndianBytes)), try #require(try txn.get(events, UInt64(2).bigEndianBytes)))
-            }
-            let one = try first.withUnsafeBytes { try EventRecord(seq: 1, decoding: $0) }
-            let two = try second.withUnsafeBytes { try EventRecord(seq: 2, decoding: $0) }
+            let (environment, events, one, two) = try twoBatchRecords(path)
             // Seq 1's record again as seq 3, chained from seq 2 as an append would chain it.
             let copy = EventRecord.chained(seq: 3, recorded: two.recorded, endsBatch: true, body: one.body,
                                            typed: one.typed, previousHash: two.hash)
@@ -477,7 +483,7 @@ struct EventLogTests {
             #expect(performing: { _ = try log.rebuildProjections() }, throws: reused)
             try environment.write { txn in
                 _ = try txn.delete(events, UInt64(3).bigEndianBytes)
-                try txn.put(events, UInt64(0).bigEndianBytes, first)
+                try txn.put(events, UInt64(0).bigEndianBytes, one.encoded)
             }
             #expect(performing: { _ = try log.verifyChain() }, throws: { error in
                 guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
@@ -497,13 +503,7 @@ struct EventLogTests {
     @Test("an id stored twice is named in format 1 records")
     func repeatedIDInFormatOne() throws {
         try withTemporaryLedger { path in
-            try makeTwoBatchLedger(path)
-            let environment = try Environment(path: path)
-            let events = try #require(try environment.openDatabases(["events"])["events"])
-            let (one, two) = try environment.read { txn in
-                (try #require(try txn.withValue(events, UInt64(1).bigEndianBytes) { try EventRecord(seq: 1, decoding: $0) }),
-                 try #require(try txn.withValue(events, UInt64(2).bigEndianBytes) { try EventRecord(seq: 2, decoding: $0) }))
-            }
+            let (environment, events, one, two) = try twoBatchRecords(path)
             var copy = EventRecord(seq: 3, recorded: two.recorded, endsBatch: true, hash: EventRecord.genesisHash,
                                    body: one.body, typed: [], format: 1)
             copy.hash = copy.chainHash(previous: two.hash)
