@@ -293,9 +293,9 @@ extension EventLog {
     /// `progress` is called every `progressStep` events with the seq folded so far.
     /// With `indexes`, the log's own indexes (`ids`, `samples`, `sync`) are rebuilt from the log
     /// first, in the same transaction: what repairs damage `verify` names in them.
-    @discardableResult
     /// With `acceptingHead`, the log is folded as it is even when the projections were folded
     /// past its end (what `checkNotPastHead` refuses), its missing end accepted.
+    @discardableResult
     public func rebuildProjections(indexes: Bool = false, acceptingHead: Bool = false,
                                    progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
         try environment.write { txn in
