@@ -135,7 +135,7 @@ extension Commands {
         arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
         options: [helpOption, dbOption,
                   OptionSpec(name: "indexes", value: nil, help: "Also rebuild the log's indexes (what 'verify' names when they disagree with the log)."),
-                  OptionSpec(name: "accept-head", value: nil, help: "Fold the log as it is even when its projections were folded past its last event (events removed from its end; restoring a backup is the other way).")],
+                  OptionSpec(name: "accept-head", value: nil, help: "Fold the log as it is, and make its indexes and counts again, even when its projections were folded past its last event (events removed from its end; restoring a backup is the other way).")],
         maxPositionals: 1
     ) { arguments, context in
         if let name = arguments.positionals.first, ProjectionName.parse(name) == nil {

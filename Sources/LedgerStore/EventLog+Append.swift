@@ -274,7 +274,7 @@ extension EventLog {
         try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(seq, in: txn)
         for (kind, added) in counts {
-            let key = Array("count.\(kind.rawValue)".utf8)
+            let key = EventLog.countKey(kind)
             let current = try metaNumber(key, in: txn) ?? 0
             try txn.put(meta, key, (current + UInt64(added)).bigEndianBytes)
         }
@@ -343,7 +343,9 @@ extension EventLog {
     /// corrections' targets through it) from the log: `rebuild --indexes`.
     func reindexLog(in txn: Transaction) throws {
         try txn.clear(ids)
+        var kinds: [EventKind: UInt64] = [:]
         try forEachLoggedEvent(in: txn) { event, _ in
+            kinds[event.payload.kind, default: 0] += 1
             // Appends admit an id once; a second is a record someone added (an audit forged
             // one with a valid chain hash: the index kept the later and the repair looped).
             if let earlier = try txn.get(ids, event.id.bytes) {
@@ -351,8 +353,14 @@ extension EventLog {
             }
             try txn.put(ids, event.id.bytes, event.seq.bigEndianBytes)
         }
+        // The counts of events by kind (`stats`) are the log's too.
+        for kind in EventKind.allCases {
+            try txn.put(meta, EventLog.countKey(kind), (kinds[kind] ?? 0).bigEndianBytes)
+        }
         try reindexSamples(in: txn)
     }
+
+    static func countKey(_ kind: EventKind) -> [UInt8] { Array("count.\(kind.rawValue)".utf8) }
 
     /// Rebuilds the `samples` and `sync` indexes from the log: what appending every event again
     /// leaves in them.

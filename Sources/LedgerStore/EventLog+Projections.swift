@@ -294,7 +294,8 @@ extension EventLog {
     /// With `indexes`, the log's own indexes (`ids`, `samples`, `sync`) are rebuilt from the log
     /// first, in the same transaction: what repairs damage `verify` names in them.
     /// With `acceptingHead`, the log is folded as it is even when the projections were folded
-    /// past its end (what `checkNotPastHead` refuses), its missing end accepted.
+    /// past its end (what `checkNotPastHead` refuses), its missing end accepted; its indexes
+    /// and counts, which still hold the missing events, are made again from it too.
     @discardableResult
     public func rebuildProjections(indexes: Bool = false, acceptingHead: Bool = false,
                                    progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
@@ -303,7 +304,7 @@ extension EventLog {
             if !acceptingHead, let position = try? metaNumber(EventLog.projectionPositionKey, in: txn) {
                 try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
             }
-            if indexes { try reindexLog(in: txn) }
+            if indexes || acceptingHead { try reindexLog(in: txn) }
             return try rebuildProjections(in: txn, progress: progress)
         }
     }

@@ -45,6 +45,9 @@ extension EventLog {
             // hash (an audit: the fold counted it twice, and verify sent the user round a
             // repair of the index that could not mend it).
             var chain = ChainWalk(checkingIDs: true)
+            // Events of each kind, against the counts appends keep (`stats`; an audit found a
+            // damaged count that `stats` named passed by `verify`).
+            var kinds: [EventKind: UInt64] = [:]
             var last: EventRecord?
             var chunk: [EventRecord] = []
             var handOver = true
@@ -52,10 +55,16 @@ extension EventLog {
                 try self.forEachRecord { record in
                     try chain.check(seq: record.seq, recorded: record.recorded, storedHash: record.hash,
                                     hash: record.chainHash(previous:))
-                    // The id leads the typed part; a format 1 record (of a log from before the
-                    // typed part) has only its JSON, decoded here for it.
-                    try chain.checkID(record.typed.count >= 16 ? UUID(bytes: Array(record.typed.prefix(16))) : try record.event().id,
-                                      at: record.seq)
+                    // The id and the kind lead the typed part; a format 1 record (of a log from
+                    // before the typed part) has only its JSON, decoded here for them.
+                    if record.typed.count >= 17, (1...EventKind.allCases.count).contains(Int(record.typed[16])) {
+                        try chain.checkID(UUID(bytes: Array(record.typed.prefix(16))), at: record.seq)
+                        kinds[EventKind.allCases[Int(record.typed[16]) - 1], default: 0] += 1
+                    } else {
+                        let event = try record.event()
+                        try chain.checkID(event.id, at: record.seq)
+                        kinds[event.payload.kind, default: 0] += 1
+                    }
                     last = record
                     chunk.append(record)
                     if chunk.count == 4096 {
@@ -79,6 +88,24 @@ extension EventLog {
                 throw error
             }
             if !chunk.isEmpty { try emit(.records(chunk)) }
+            // The counts are written with the events they count: compared in a snapshot whose
+            // head is the last record walked (an append that landed during the walk is not in
+            // it, and the counts are then not compared).
+            try self.environment.read { txn in
+                guard try self.head(in: txn).seq == chain.expected - 1 else { return }
+                for kind in EventKind.allCases {
+                    let stored = try txn.get(self.meta, EventLog.countKey(kind))
+                    let counted = kinds[kind] ?? 0
+                    guard stored?.count ?? 8 == 8 else {
+                        throw LedgerError.indexMismatch(index: "meta", key: "count.\(kind.rawValue)", reason: "it holds \(stored!.count) bytes, not 8")
+                    }
+                    let says = stored.map { UInt64(bigEndianBytes: $0) } ?? 0
+                    guard says == counted else {
+                        throw LedgerError.indexMismatch(index: "meta", key: "count.\(kind.rawValue)", reason: "it counts \(says) \(kind.rawValue) events; the log holds \(counted)"
+                            + (says > counted ? " (events removed from the log leave this)" : ""))
+                    }
+                }
+            }
             try emit(.end(VerifyReport(verified: chain.expected - 1,
                                        head: Head(seq: last?.seq ?? 0, hash: chain.previousHash, recorded: last?.recorded))))
         }, consume: { item in

@@ -516,6 +516,26 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: a count of events by kind (what `stats` prints) that was damaged or wrong
+    /// passed `verify`, though `stats` named it.
+    @Test("verify compares the counts of events by kind with the log; rebuild --indexes counts again")
+    func countsChecked() throws {
+        try withTemporaryLedger { path in
+            try makeTwoBatchLedger(path)
+            for (value, reason) in [(UInt64(3).bigEndianBytes, "it counts 3 sample events; the log holds 2 (events removed from the log leave this)"),
+                                    ([0, 1], "it holds 2 bytes, not 8")] {
+                try putRaw(path, "meta", Array("count.sample".utf8), value)
+                let log = try EventLog(path: path, create: false)
+                #expect(performing: { _ = try log.verifyChain() }, throws: { error in
+                    (error as? LedgerError) == .indexMismatch(index: "meta", key: "count.sample", reason: reason)
+                })
+                _ = try log.rebuildProjections(indexes: true)
+                #expect(try log.verifyChain().verified == 2)
+                #expect(try log.statistics().countsByKind[.sample] == 2)
+            }
+        }
+    }
+
     /// Rewrites the typed part of the sample at `target` (its value plus one) and re-hashes the
     /// record from its predecessor, as someone covering their tracks would.
     func forgeTypedPart(of log: EventLog, at target: UInt64) throws {
@@ -704,7 +724,11 @@ struct EventLogTests {
             try deleteRaw(path, "ids", id)
             try deleteRaw(path, "samples", UInt64(2).bigEndianBytes)
             let log = try EventLog(path: path, create: false)
-            #expect(try log.verifyChain().verified == 1)  // the chain alone cannot tell
+            // The chain alone cannot tell; the counts of events by kind can.
+            #expect(performing: { _ = try log.verifyChain() }, throws: { error in
+                (error as? LedgerError) == .indexMismatch(index: "meta", key: "count.sample",
+                                                          reason: "it counts 2 sample events; the log holds 1 (events removed from the log leave this)")
+            })
             func missing(_ error: any Error) -> Bool {
                 guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
                 return seq == 2 && reason.hasPrefix("missing from the log: its projections were folded up to seq 2, past its last event (seq 1)")
@@ -720,7 +744,9 @@ struct EventLogTests {
             #expect(try log.statistics().projectionPosition == 2)
             // Accepting the log as it is folds it, and everything works on it again.
             #expect(try log.rebuildProjections(acceptingHead: true) == 1)
+            #expect(try log.verifyChain().verified == 1)  // the counts made again from the log
             #expect(try log.verifyProjections().rows > 0)
+            #expect(try log.verifyIndexes() > 0)
             #expect(try log.dailyTotals(user: "default", type: .steps).map(\.value) == [100])
         }
     }
