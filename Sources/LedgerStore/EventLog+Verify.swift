@@ -100,6 +100,11 @@ extension EventLog {
                         throw LedgerError.indexMismatch(index: "meta", key: "count.\(kind.rawValue)", reason: "it holds \(stored!.count) bytes, not 8")
                     }
                     let says = stored.map { UInt64(bigEndianBytes: $0) } ?? 0
+                    if says > counted, let position = try? self.metaNumber(EventLog.projectionPositionKey, in: txn) {
+                        // Events removed from the log's end: named as such, with its remedy,
+                        // when the projections show it too.
+                        try EventLog.checkNotPastHead(position: position, head: chain.expected - 1)
+                    }
                     guard says == counted else {
                         throw LedgerError.indexMismatch(index: "meta", key: "count.\(kind.rawValue)", reason: "it counts \(says) \(kind.rawValue) events; the log holds \(counted)"
                             + (says > counted ? " (events removed from the log leave this)" : ""))
