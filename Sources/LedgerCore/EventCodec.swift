@@ -133,6 +133,20 @@ public enum EventCodec {
         return (id, payload)
     }
 
+    /// An encoded event's id and kind, read from its first fields without decoding the rest
+    /// (`verify` checks each id comes once and counts the kinds). Nil when malformed.
+    public static func header(of bytes: UnsafeRawBufferPointer) -> (id: UUID, kind: EventKind)? {
+        var reader = Reader(bytes: bytes)
+        do throws(Malformed) {
+            let id = try reader.uuid()
+            let code = Int(try reader.u8())  // 1…5, in the order of `EventKind`'s cases
+            guard (1...EventKind.allCases.count).contains(code) else { return nil }
+            return (id, EventKind.allCases[code - 1])
+        } catch {
+            return nil
+        }
+    }
+
     /// Whom an encoded event concerns (`Event.Payload.subject`), read from its first fields
     /// without decoding the rest: for scoping a replay to some users. Nil when malformed.
     public static func subject(of bytes: UnsafeRawBufferPointer) -> EventSubject? {

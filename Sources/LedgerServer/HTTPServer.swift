@@ -220,6 +220,8 @@ public final class HTTPServer: @unchecked Sendable {
         var submitted = false
         /// Who sent it (nil with --no-auth), found from the headers before any body is read.
         var client: APIClient?
+        /// The request's target in origin form (`originForm`), found at the same time.
+        var target = ""
         let lock = Mutex<Response?>(nil)
     }
 
@@ -262,7 +264,9 @@ public final class HTTPServer: @unchecked Sendable {
             // is answered before its body is read (and without `100 Continue`), not after up
             // to 64 MiB of it was held in memory (an audit held 600 MB with ten such requests).
             let request = Request()
-            switch authenticate(connection, targetAuthority: HTTPServer.originForm(url).authority) {
+            let (target, authority) = HTTPServer.originForm(url)
+            request.target = target
+            switch authenticate(connection, targetAuthority: authority) {
             case .success(let found): request.client = found
             case .failure(let failure):
                 metrics.values.withLock { $0.requests += 1 }
@@ -290,7 +294,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         metrics.values.withLock { $0.requests += 1 }
         let client = request.client
-        let target = HTTPServer.originForm(url).path
+        let target = request.target
         let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
         let parts = path.split(separator: "/").map(String.init)
         let route = parts.count == 3 ? "\(parts[0])/\(parts[1])/*" : parts.joined(separator: "/")

@@ -191,7 +191,7 @@ extension EventLog {
         if let last = head.recorded, last > recorded { recorded = last }
         var counts: [EventKind: Int] = [:]
         // Made current before this batch's records are written: a rebuild must not fold them.
-        let fold = try projectionFold(in: txn, expectedPosition: head.seq)
+        let fold = try projectionFold(in: txn, head: head.seq)
         // The newest record is held back until the next one arrives, so that the last of the
         // batch can carry the batch-end flag.
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?

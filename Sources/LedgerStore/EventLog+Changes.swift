@@ -99,9 +99,10 @@ extension EventLog {
             // The changes are the projections': past the head (events removed from the log's
             // end) or behind it, they are not served (a review: `subscribe` sent the changes of
             // removed events that every folding command refused).
+            let head = try head(in: txn).seq
             try EventLog.checkPosition(version: try metaNumber(EventLog.projectionVersionKey, in: txn),
                                        position: try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0,
-                                       head: try head(in: txn).seq)
+                                       head: head)
             guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
                 guard key.count >= 8 else {
@@ -123,7 +124,6 @@ extension EventLog {
                 return true
             }
             // Seqs with no change at all (duplicates-only batches never get one) are passed too.
-            let head = try head(in: txn).seq
             if examined < limit { through = max(through, head) }
             return (result, through)
         }

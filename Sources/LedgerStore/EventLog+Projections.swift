@@ -203,12 +203,13 @@ extension EventLog {
     }
 
     /// A fold over the live projection state, made current first: if the stored state is of
-    /// another fold version or not at `expectedPosition`, it is rebuilt in this transaction.
-    func projectionFold(in txn: Transaction, expectedPosition: UInt64) throws -> ActivityFold {
+    /// another fold version or not at `head` (the log's, which the caller has read), it is
+    /// rebuilt in this transaction.
+    func projectionFold(in txn: Transaction, head: UInt64) throws -> ActivityFold {
         let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
         let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
-        try EventLog.checkPosition(version: version, position: position, head: try head(in: txn).seq)
-        if version != UInt64(ActivityFold.version) || position != expectedPosition {
+        try EventLog.checkPosition(version: version, position: position, head: head)
+        if version != UInt64(ActivityFold.version) || position != head {
             try rebuildProjections(in: txn)
         }
         return ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
@@ -331,7 +332,7 @@ extension EventLog {
                 throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are of another build's fold version, and making them again writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
             }
             try environment.write { txn in
-                _ = try projectionFold(in: txn, expectedPosition: try head(in: txn).seq)
+                _ = try projectionFold(in: txn, head: try head(in: txn).seq)
                 try setProjectionPosition(try head(in: txn).seq, in: txn)
             }
         }

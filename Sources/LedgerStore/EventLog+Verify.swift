@@ -1,4 +1,3 @@
-import Foundation
 import LedgerCore
 import Projections
 
@@ -57,14 +56,10 @@ extension EventLog {
                                     hash: record.chainHash(previous:))
                     // The id and the kind lead the typed part; a format 1 record (of a log from
                     // before the typed part) has only its JSON, decoded here for them.
-                    if record.typed.count >= 17, (1...EventKind.allCases.count).contains(Int(record.typed[16])) {
-                        try chain.checkID(UUID(bytes: Array(record.typed.prefix(16))), at: record.seq)
-                        kinds[EventKind.allCases[Int(record.typed[16]) - 1], default: 0] += 1
-                    } else {
-                        let event = try record.event()
-                        try chain.checkID(event.id, at: record.seq)
-                        kinds[event.payload.kind, default: 0] += 1
-                    }
+                    let header = try record.typed.withUnsafeBytes(EventCodec.header(of:))
+                        ?? { let event = try record.event(); return (event.id, event.payload.kind) }()
+                    try chain.checkID(header.id, at: record.seq)
+                    kinds[header.kind, default: 0] += 1
                     last = record
                     chunk.append(record)
                     if chunk.count == 4096 {

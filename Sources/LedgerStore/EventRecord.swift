@@ -248,8 +248,8 @@ struct ChainWalk {
         try check(seq: raw.seq, recorded: raw.recorded, storedHash: raw.hash) {
             EventRecord.chainHash(previous: $0, seq: raw.seq, stored: raw.bytes)
         }
-        if seqOfID != nil, let typed = raw.typed, typed.count >= 16 {
-            try checkID(UUID(bytes: Array(typed.prefix(16))), at: raw.seq)
+        if seqOfID != nil, let header = raw.typed.flatMap(EventCodec.header(of:)) {
+            try checkID(header.id, at: raw.seq)
         }
     }
 }
