@@ -552,7 +552,13 @@ public final class ActivityFold {
         // for in end at `facts.end`, in the undone state, once counted: taking out or putting
         // back one of them then needs no new count while others remain.
         var endCount: (lastDay: Int, atEnd: Int)?
-        for step in steps.reversed() {
+        // The state before the batch's first event that touched the type is the batch's start,
+        // whose facts are stored (`before`): reaching it needs no merge. (A batch of one event
+        // per user, what group commit gives, walks no further.)
+        guard let first = steps.firstIndex(where: { step in
+            step.barriers[userType.type] != nil || step.changes.contains { $0.key.type == userType.type }
+        }) else { return .unchanged }
+        for (index, step) in steps.enumerated().reversed() {
             if let barrier = step.barriers[userType.type] {
                 // A priority list: the facts just before it were noted when it was applied.
                 if barrier.facts != facts { return .changedBy(step.cause) }
@@ -561,6 +567,7 @@ public final class ActivityFold {
                 spread = user.hasMixedZones ? 2 : 0
                 merged.removeAll()
             }
+            if index == first { return before != facts ? .changedBy(step.cause) : .unchanged }
             var dirty: Set<Int> = []
             var endMoved = false
             for change in step.changes.reversed() where change.key.type == userType.type {
