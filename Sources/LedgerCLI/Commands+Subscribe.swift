@@ -29,11 +29,25 @@ func catchInterrupts(interruptingWrites: Bool = false) {
     sigaddset(&signals, SIGTERM)
     pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     if interruptingWrites { writesDrainAfterInterrupt.store(true, ordering: .relaxed) }
-    installHandler(SIGINT, restarting: !interruptingWrites) { _ in interrupted.store(true, ordering: .relaxed) }
-    installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
-        terminatedBySIGTERM.store(true, ordering: .relaxed)
-        interrupted.store(true, ordering: .relaxed)
+    // A signal the parent ignored stays ignored, as programs that catch it leave it: a
+    // non-interactive shell starts `ledger serve &` with SIGINT ignored, so that Ctrl-C at the
+    // terminal, meant for the script, does not stop the server it started.
+    if !isIgnored(SIGINT) {
+        installHandler(SIGINT, restarting: !interruptingWrites) { _ in interrupted.store(true, ordering: .relaxed) }
     }
+    if !isIgnored(SIGTERM) {
+        installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
+            terminatedBySIGTERM.store(true, ordering: .relaxed)
+            interrupted.store(true, ordering: .relaxed)
+        }
+    }
+}
+
+/// Whether `signal`'s disposition is `SIG_IGN` (`sigaction`).
+func isIgnored(_ signal: Int32) -> Bool {
+    var current = sigaction()
+    guard sigaction(signal, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler else { return false }
+    return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
 }
 
 /// Whether `event` passes `subscribe events`' `--user` and `--type`: whose and of which type

@@ -861,6 +861,29 @@ struct ServerTests {
         }
     }
 
+    /// A non-interactive shell starts `ledger serve &` or `ledger subscribe … &` with SIGINT
+    /// ignored, so that Ctrl-C at the terminal, meant for the script, is not theirs; `ledger`
+    /// put its own handler over it, and stopped.
+    @Test("a SIGINT its parent ignored stays ignored; SIGTERM still stops the command")
+    func ignoredInterruptStaysIgnored() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 0).utf8)).status == 0)
+            let (process, output) = try started("/bin/sh", ["-c", #"trap '' INT; exec "$0" subscribe daily-steps --from 0 --db "$1""#, binary, db])
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let reader = LineReader(handle: output.fileHandleForReading)
+            // The backlog's change: its handlers are in place by then.
+            #expect(try #require(reader.line(timeout: 30)).hasPrefix(#"{"seq":1,"#))
+            kill(process.processIdentifier, SIGINT)
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 1).utf8)).status == 0)
+            // Still streaming after the SIGINT.
+            #expect(try #require(reader.line(timeout: 30)).hasPrefix(#"{"seq":2,"#))
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 130)
+        }
+    }
+
     /// `events` writes a record at a time: after the first write gave up, each next one
     /// waited the drain's 2 s again (a review: up to half an hour for a page).
     @Test("subscribe blocked on a reader that stopped reading still exits 130 at SIGTERM", arguments: ["daily", "events"])
