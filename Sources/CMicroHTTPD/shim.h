@@ -21,10 +21,12 @@ typedef __typeof__(&MHD_add_response_header) ledger_MHD_add_response_header_fn;
 typedef __typeof__(&MHD_queue_response) ledger_MHD_queue_response_fn;
 typedef __typeof__(&MHD_lookup_connection_value) ledger_MHD_lookup_connection_value_fn;
 typedef __typeof__(&MHD_get_connection_values_n) ledger_MHD_get_connection_values_n_fn;
+typedef __typeof__(&MHD_get_connection_info) ledger_MHD_get_connection_info_fn;
 
 /* MHD_start_daemon is variadic, which Swift cannot call: this fixes the options ledger uses.
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit
  * bind address (port 0 picks a free one), a completion callback to free per-request state,
+ * a callback told of each connection's opening and closing (before its socket is closed),
  * a connection limit high enough for thousands of idle subscribers, and an idle timeout
  * (seconds without a byte read or written; suspended connections, such as streams waiting
  * for a change, never time out). */
@@ -32,15 +34,28 @@ static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn sta
                                                   const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
+                                                  MHD_NotifyConnectionCallback connections, void *connections_cls,
                                                   unsigned int connection_limit, unsigned int idle_timeout) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, connections, connections_cls,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
                             MHD_OPTION_END);
+}
+
+/* The connection's socket, or -1. */
+static inline int ledger_mhd_connection_socket(ledger_MHD_get_connection_info_fn get_connection_info,
+                                               struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info ? info->connect_fd : -1;
+}
+
+static inline int ledger_mhd_connection_started(enum MHD_ConnectionNotificationCode code) {
+    return code == MHD_CONNECTION_NOTIFY_STARTED;
 }
 
 /* The port the daemon is bound to (useful after asking for port 0). */

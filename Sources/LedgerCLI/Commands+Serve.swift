@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -19,7 +19,9 @@ extension Commands {
                   OptionSpec(name: "no-auth", value: nil, help: "Accept requests without a token (loopback addresses only, for local development)."),
                   OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15)."),
                   OptionSpec(name: "idle-timeout", value: "SECONDS",
-                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut).")]
+                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut)."),
+                  OptionSpec(name: "header-timeout", value: "SECONDS",
+                             help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout)).")]
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"
@@ -46,6 +48,13 @@ extension Commands {
             }
             idleTimeout = seconds
         }
+        var headerTimeout = HTTPServer.defaultHeaderTimeout
+        if let text = arguments.value("header-timeout") {
+            guard let seconds = Int(text), seconds >= 1, seconds <= 86_400 else {
+                throw CLIError.usage("'--header-timeout' needs whole seconds from 1 to 86400, got '\(text)'", usage: usage)
+            }
+            headerTimeout = seconds
+        }
         // Thousands of idle streams need thousands of descriptors.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
@@ -54,7 +63,7 @@ extension Commands {
         }
         let log = try context.openLog(arguments, create: true)
         let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
-                                idleTimeout: idleTimeout)
+                                idleTimeout: idleTimeout, headerTimeout: headerTimeout)
         let bound: UInt16
         do {
             bound = try server.start(host: host, port: port)

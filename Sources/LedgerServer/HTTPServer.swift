@@ -67,14 +67,32 @@ public final class HTTPServer: @unchecked Sendable {
 
     public static let defaultIdleTimeout = 90
 
+    /// How long a connection may take to send a request's line and headers, from its opening
+    /// or the end of its previous request (a keep-alive connection waits for its next request
+    /// at most this long). The idle timeout restarts at every byte, so a client sending its
+    /// headers a byte every minute held its connection for ever, and enough such clients
+    /// (about 20,000, an audit found) used up the server's descriptors. A stream or a POST
+    /// whose headers are in is not cut by it.
+    private let headerTimeout: Duration
+
+    public static let defaultHeaderTimeout = 30
+
+    /// Connections (by address) whose request's headers are awaited, with their socket and
+    /// since when; nil once the headers are in. Entries are made and removed by
+    /// libmicrohttpd's notifications of a connection's opening and closing — the closing one
+    /// comes before it closes the socket, so one in here still has its own socket.
+    private let awaitingHeaders = Mutex<[UInt: (socket: Int32, since: ContinuousClock.Instant?)]>([:])
+
     public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
-                idleTimeout: Int = HTTPServer.defaultIdleTimeout) {
+                idleTimeout: Int = HTTPServer.defaultIdleTimeout,
+                headerTimeout: Int = HTTPServer.defaultHeaderTimeout) {
         self.log = log
         self.bus = ObserverBus(log: log)
         self.access = Access(log: log)
         self.authRequired = authRequired
         self.heartbeat = heartbeat
         self.idleTimeout = idleTimeout
+        self.headerTimeout = .seconds(headerTimeout)
     }
 
     /// Why the server could not start.
@@ -112,8 +130,8 @@ public final class HTTPServer: @unchecked Sendable {
         let context = Unmanaged.passUnretained(self).toOpaque()
         daemon = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context, 65_000,
-                                 UInt32(idleTimeout))
+                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context,
+                                 connectionNotified, context, 65_000, UInt32(idleTimeout))
             }
         }
         guard let daemon else {
@@ -133,6 +151,14 @@ public final class HTTPServer: @unchecked Sendable {
                 self.wakeStreams(heartbeat: true)
             }
         }
+        let reaper = Thread { [weak self] in
+            while let self, self.running.withLock({ $0 }) {
+                Thread.sleep(forTimeInterval: 0.25)
+                self.closeSlowHeaders()
+            }
+        }
+        reaper.name = "ledger-header-timeout"
+        reaper.start()
         thread.name = "ledger-heartbeat"
         thread.start()
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
@@ -183,6 +209,43 @@ public final class HTTPServer: @unchecked Sendable {
         // Every suspended connection has been resumed: libmicrohttpd aborts if stopped with one.
         if let daemon { mhd.stopDaemon(daemon) }
         daemon = nil
+    }
+
+    /// Closes the connections that have been sending a request's headers for longer than
+    /// `headerTimeout`: `shutdown` makes libmicrohttpd's next read of the socket fail, and it
+    /// closes the connection itself. (Under the lock, so that the socket cannot be closed, and
+    /// its number given to a new connection, in between; `shutdown` does not block.)
+    private func closeSlowHeaders() {
+        let now = ContinuousClock.now
+        awaitingHeaders.withLock { connections in
+            for (key, connection) in connections {
+                guard let since = connection.since, now - since > headerTimeout else { continue }
+                shutdown(connection.socket, Int32(SHUT_RDWR))
+                connections[key]!.since = nil
+            }
+        }
+    }
+
+    /// libmicrohttpd opened (`started`) or is closing `connection`.
+    fileprivate func connection(_ connection: OpaquePointer, started: Bool) {
+        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+        if started {
+            let socket = ledger_mhd_connection_socket(mhd.getConnectionInfo, connection)
+            guard socket >= 0 else { return }
+            awaitingHeaders.withLock { $0[key] = (socket, ContinuousClock.now) }
+        } else {
+            _ = awaitingHeaders.withLock { $0.removeValue(forKey: key) }
+        }
+    }
+
+    /// The headers of a request on `connection` are in (`true`), or its request ended and
+    /// the next one's are awaited.
+    private func headersArrived(on connection: OpaquePointer, _ arrived: Bool) {
+        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+        awaitingHeaders.withLock { connections in
+            guard connections[key] != nil else { return }
+            connections[key]!.since = arrived ? nil : ContinuousClock.now
+        }
     }
 
     private func wakeStreams(heartbeat: Bool) {
@@ -254,6 +317,7 @@ public final class HTTPServer: @unchecked Sendable {
                 upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
                 state: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         if state.pointee == nil {
+            headersArrived(on: connection, true)
             // Refused before any body is read, and before authentication: what libmicrohttpd
             // accepts but would leave the handlers guessing (`requestProblem`).
             if let refusal = requestProblem(connection, version: version) {
@@ -343,7 +407,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    func completed(_ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+    func completed(_ connection: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
+        if let connection { headersArrived(on: connection, false) }
         guard let state, let pointer = state.pointee else { return }
         let request = Unmanaged<Request>.fromOpaque(pointer).takeRetainedValue()
         if request.submitted { unsent.subtract(1, ordering: .releasing) }
@@ -1048,8 +1113,14 @@ private let accessHandler: MHD_AccessHandlerCallback = { context, connection, ur
                          upload: upload, uploadSize: uploadSize, state: state)
 }
 
-private let requestCompleted: MHD_RequestCompletedCallback = { context, _, state, _ in
+private let requestCompleted: MHD_RequestCompletedCallback = { context, connection, state, _ in
     guard let context else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
-    server.completed(state)
+    server.completed(connection, state)
+}
+
+private let connectionNotified: MHD_NotifyConnectionCallback = { context, connection, _, code in
+    guard let context, let connection else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    server.connection(connection, started: ledger_mhd_connection_started(code) != 0)
 }

@@ -18,6 +18,7 @@ struct LibMicroHTTPD: @unchecked Sendable {
     let queueResponse: ledger_MHD_queue_response_fn
     let lookupConnectionValue: ledger_MHD_lookup_connection_value_fn
     let getConnectionValues: ledger_MHD_get_connection_values_n_fn
+    let getConnectionInfo: ledger_MHD_get_connection_info_fn
 
     private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibMicroHTTPD() }
 
@@ -37,5 +38,6 @@ struct LibMicroHTTPD: @unchecked Sendable {
         queueResponse = try library.function("MHD_queue_response", as: ledger_MHD_queue_response_fn.self)
         lookupConnectionValue = try library.function("MHD_lookup_connection_value", as: ledger_MHD_lookup_connection_value_fn.self)
         getConnectionValues = try library.function("MHD_get_connection_values_n", as: ledger_MHD_get_connection_values_n_fn.self)
+        getConnectionInfo = try library.function("MHD_get_connection_info", as: ledger_MHD_get_connection_info_fn.self)
     }
 }
