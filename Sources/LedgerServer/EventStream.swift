@@ -21,7 +21,8 @@ import Synchronization
 /// changes it could read, a grant or revoke committed between a disconnect and the reconnect
 /// moved k onto another change, and the resumed stream repeated or lost changes (an audit).
 /// A client that reconnects with `Last-Event-ID` set to either receives exactly what came
-/// after it. A stream whose client is removed (`ledger client remove`) ends.
+/// after it. A stream whose client is removed (`ledger client remove`), or may no longer read
+/// any type it subscribed to (revoked), ends.
 final class EventStream: @unchecked Sendable {
     // @unchecked: `connection` is only used on libmicrohttpd's thread or under `lock`;
     // `pending` and `cursor` are touched only from `fill`, which MHD calls on its one thread.
@@ -66,6 +67,14 @@ final class EventStream: @unchecked Sendable {
         // A removed client's token stops working at once, for the streams it opened too, and
         // what they had read but not yet sent is not sent.
         if let client, (try? server.log.tokenWorks(for: client)) != true { return -1 }  // MHD_CONTENT_READER_END_OF_STREAM
+        // So does one whose client may read nothing it asked for any more (every type revoked):
+        // it heard only heartbeats, as a stream with nothing new does, and could not tell that
+        // its access was gone (an audit). Its reconnect is told why (403). A stream that can
+        // still read some of its types goes on, without the revoked ones' changes.
+        if let client, !client.admin, let projection = filter.projection,
+           server.access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) != nil {
+            return -1
+        }
         while pendingOffset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0

@@ -686,7 +686,7 @@ struct ServerTests {
         }
     }
 
-    @Test("401, 403, revoke stops delivery, 400 writes nothing, 409 for conflicts and If-Match")
+    @Test("401, 403, revoke stops delivery and ends a stream left with nothing to read, 400 writes nothing, 409 for conflicts and If-Match")
     func accessAndErrors() throws {
         try withServer { f in
             let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -714,19 +714,24 @@ struct ServerTests {
             #expect(stream.status == 200)
             #expect(try f.post(step(minute: 1)).status == 200)  // seq 3
             #expect(seqs(try stream.nextChange()) == [3])
-            #expect(try f.post(#"{"kind":"revoke","user":"ann","client":"coach","read":["steps"]}"#).status == 200)  // seq 4
-            #expect(try f.post(step(minute: 2)).status == 200)  // seq 5: must not be delivered
-            // Heartbeats (every second here) carry the head: wait until one shows seq 5 has passed.
-            var sawHead = false
+            // A stream of steps alone, beside the one of every type the client may read.
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["distance"]}"#).status == 200)  // seq 4
+            let stepsOnly = try SSEStream(port: f.port, path: "/v1/subscribe/daily-steps?user=ann", headers: coachAuth)
+            #expect(stepsOnly.status == 200)
+            #expect(try f.post(#"{"kind":"revoke","user":"ann","client":"coach","read":["steps"]}"#).status == 200)  // seq 5
+            #expect(try f.post(step(minute: 2)).status == 200)  // seq 6: must not be delivered
+            // The steps stream may read nothing it asked for: it ends, having delivered nothing
+            // after the revoke (heartbeats come every second here), and a new one is refused.
+            var ended = false
             for _ in 0..<10 {
-                let event = try #require(try stream.next(timeout: 5))
+                guard let event = try stepsOnly.next(timeout: 5) else { ended = true; break }
                 #expect(event.comment != nil, "delivered after the revoke: \(event)")
-                if let comment = event.comment, comment.hasPrefix("heartbeat "), let head = Int(comment.dropFirst(10)), head >= 5 {
-                    sawHead = true
-                    break
-                }
             }
-            #expect(sawHead)
+            #expect(ended, "a stream left with nothing to read was still open")
+            #expect(try http("GET", port: f.port, path: "/v1/subscribe/daily-steps?user=ann", headers: coachAuth).status == 403)
+            // The stream of every type stays open: not seq 6 (steps), but seq 7 (distance).
+            #expect(try f.post(#"{"kind":"sample","user":"ann","type":"distance","value":5,"unit":"m","start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"iPhone"}"#).status == 200)  // seq 7
+            #expect(seqs(try stream.nextChange()) == [7])
 
             // A bad batch: 400 naming the line, nothing appended.
             let head = try #require(try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"])
