@@ -229,7 +229,7 @@ extension Commands {
     static let clientCommand = Command(
         name: "client",
         abstract: "Manage API clients of 'ledger serve' and their tokens.",
-        usage: "ledger client add NAME [--admin] | ledger client list | ledger client remove NAME [--db PATH]",
+        usage: "ledger client add NAME [--admin] | ledger client list [--format FORMAT] | ledger client remove NAME [--db PATH]",
         discussion: """
         'add' prints the new client's bearer token once; only its SHA-256 digest is stored. An \
         admin client may do anything; any other client may read and subscribe to a user's data \

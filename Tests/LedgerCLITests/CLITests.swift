@@ -397,6 +397,28 @@ struct HelpTests {
         }
     }
 
+    /// `client --help` listed `--format` under OPTIONS but not in its USAGE line (an audit).
+    @Test("every option a command's help lists is in its USAGE line")
+    func usageNamesEveryOption() {
+        let overview = ledger(["help"]).stdout.split(separator: "\n")
+        let commands = overview.drop { !$0.hasPrefix("SUBCOMMANDS:") }.dropFirst().compactMap { line -> String? in
+            let word = line.split(separator: " ").first.map(String.init) ?? ""
+            return line.hasPrefix("  ") && word != "See" && word.allSatisfy(\.isLowercase) ? word : nil
+        }
+        #expect(commands.count == 12, "\(commands)")
+        for command in commands {
+            let help = ledger([command, "--help"]).stdout.split(separator: "\n")
+            let usage = help.first { $0.hasPrefix("USAGE:") } ?? ""
+            let options = help.drop { !$0.hasPrefix("OPTIONS:") }.compactMap { line -> Substring? in
+                line.hasPrefix("  --") ? line.dropFirst(2).split(separator: " ").first : nil
+            }
+            #expect(!options.isEmpty, "\(command)")
+            for option in options where option != "--help" {
+                #expect(usage.contains(option), "\(command): \(option) is not in '\(usage)'")
+            }
+        }
+    }
+
     @Test("help, --help and --version print to stdout and exit 0")
     func help() {
         for arguments in [["help"], ["--help"], ["-h"], ["help", "--help"], ["help", "-h"], ["help", "help"]] {
