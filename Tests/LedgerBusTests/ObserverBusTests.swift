@@ -120,7 +120,7 @@ struct ObserverBusTests {
     /// that window in most of them.
     @Test("once the last transaction id moves, a read begun after it sees the commit")
     func transactionIDMovesOnlyWhenReadable() async throws {
-        try await withTemporaryLedger { path in
+        try withTemporaryLedger { path in
             let log = try EventLog(path: path, create: true)
             let commits = 200
             let done = Atomic(false)

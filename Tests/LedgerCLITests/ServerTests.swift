@@ -936,7 +936,8 @@ struct ServerTests {
                 return #"{"kind":"sample","user":"ann","type":"steps","value":\#(day + 1),"start":"\#(start)","end":"\#(end)","source":"iPhone"}"#
             }
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.joined(separator: "\n").utf8)).status == 0)
-            let (process, output) = try started(binary, ["subscribe", projection, "--from", "0", "--db", db])  // never read
+            let (process, output) = try started(binary, ["subscribe", projection, "--from", "0", "--db", db])
+            defer { withExtendedLifetime(output) {} }  // held open, never read
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             usleep(500_000)
             #expect(process.isRunning)
