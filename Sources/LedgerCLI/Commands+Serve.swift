@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--audit-log PATH]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -21,7 +21,9 @@ extension Commands {
                   OptionSpec(name: "idle-timeout", value: "SECONDS",
                              help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut)."),
                   OptionSpec(name: "header-timeout", value: "SECONDS",
-                             help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout)).")]
+                             help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout))."),
+                  OptionSpec(name: "audit-log", value: "PATH",
+                             help: "Append a line to PATH (- for stderr) for each POST that appended events: when, which client, which seqs.")]
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"
@@ -63,7 +65,8 @@ extension Commands {
         }
         let log = try context.openLog(arguments, create: true)
         let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
-                                idleTimeout: idleTimeout, headerTimeout: headerTimeout)
+                                idleTimeout: idleTimeout, headerTimeout: headerTimeout,
+                                auditLogPath: arguments.value("audit-log"))
         let bound: UInt16
         do {
             bound = try server.start(host: host, port: port)

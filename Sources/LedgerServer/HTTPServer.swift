@@ -16,8 +16,8 @@ import Synchronization
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
 /// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped.
 public final class HTTPServer: @unchecked Sendable {
-    // @unchecked: `daemon` is set once in `start` before any callback can run and read-only
-    // after; everything mutable is behind a Mutex.
+    // @unchecked: `daemon` and `auditLog` are set once in `start` before any callback can run
+    // and read-only after; everything mutable is behind a Mutex.
     public let log: EventLog
     let bus: ObserverBus
     let access: Access
@@ -83,9 +83,14 @@ public final class HTTPServer: @unchecked Sendable {
     /// comes before it closes the socket, so one in here still has its own socket.
     private let awaitingHeaders = Mutex<[UInt: (socket: Int32, since: ContinuousClock.Instant?)]>([:])
 
+    /// Where `start` opens the audit log (`AuditLog`), if anywhere.
+    private let auditLogPath: String?
+    private var auditLog: AuditLog?
+
     public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
                 idleTimeout: Int = HTTPServer.defaultIdleTimeout,
-                headerTimeout: Int = HTTPServer.defaultHeaderTimeout) {
+                headerTimeout: Int = HTTPServer.defaultHeaderTimeout, auditLogPath: String? = nil) {
+        self.auditLogPath = auditLogPath
         self.log = log
         self.bus = ObserverBus(log: log)
         self.access = Access(log: log)
@@ -103,6 +108,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds `host:port` (port 0 picks a free one) and starts serving. Returns the bound port.
     public func start(host: String, port: UInt16) throws -> UInt16 {
         do { mhd = try LibMicroHTTPD.load() } catch { throw StartError(description: error.description) }
+        if let auditLogPath {
+            do { auditLog = try AuditLog(path: auditLogPath) } catch { throw StartError(description: error.description) }
+        }
         try log.ensureProjectionsCurrent()
         committer = GroupCommitter(log: log) { [weak self] in self?.bus.headMoved() }
         var storage = sockaddr_storage()
@@ -621,10 +629,12 @@ public final class HTTPServer: @unchecked Sendable {
             return .error(403, denied.message, extra: location(denied.location, in: request.body))
         }
         let metrics = self.metrics
+        let auditLog = self.auditLog
         let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
             let response: Response
             switch result {
             case .success(let appended):
+                auditLog?.record(client: client, appended)
                 metrics.values.withLock {
                     $0.appends += appended.appended
                     $0.duplicates += appended.duplicates

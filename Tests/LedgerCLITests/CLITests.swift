@@ -363,6 +363,16 @@ struct CommandTests {
         }
     }
 
+    @Test("serve whose --audit-log cannot be opened stops before listening, saying why")
+    func serveAuditLogUnwritable() {
+        withTemporaryLedger { db in
+            let run = ledger(["serve", "--listen", "127.0.0.1:0", "--audit-log", "/nonexistent-ledger-dir/audit.ndjson"], db: db)
+            #expect(run.status == 1)
+            #expect(run.stderr == "Error: cannot open the audit log /nonexistent-ledger-dir/audit.ndjson: No such file or directory\n", "\(run.stderr)")
+            #expect(run.stdout.isEmpty)
+        }
+    }
+
     @Test("serve refuses a bad --heartbeat, --idle-timeout or --header-timeout with a usage error, before listening")
     func serveUsage() throws {
         withTemporaryLedger { db in

@@ -48,14 +48,37 @@ struct ServerTests {
         }
     }
 
-    func withServer(_ body: (Fixture) throws -> Void) throws {
+    func withServer(arguments: [String] = [], _ body: (Fixture) throws -> Void) throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
             let add = try runProcess(binary, ["client", "add", "admin", "--admin", "--db", db])
             try #require(add.status == 0, "\(add.stderr)")
-            let server = try ServerProcess(binary: binary, db: db)
+            let server = try ServerProcess(binary: binary, db: db, arguments: arguments)
             defer { server.stop() }
             try body(Fixture(db: db, binary: binary, admin: add.stdout.trimmingCharacters(in: .whitespacesAndNewlines), server: server))
+        }
+    }
+
+    /// The events carry no writer (SPEC §3): a new-user audit could not tell which client had
+    /// appended a partner's samples.
+    @Test("--audit-log records which client appended which seqs, a line per POST that appended")
+    func auditLog() throws {
+        let path = NSTemporaryDirectory() + "ledger-audit-\(UUID().uuidString).ndjson"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        try withServer(arguments: ["--audit-log", path]) { f in
+            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","share":["steps"]}"#).status == 200)  // seq 1
+            #expect(try f.post(step(minute: 0), token: coach).status == 200)  // seq 2
+            #expect(try f.post(step(minute: 1) + "\n" + step(minute: 2)).status == 200)  // seqs 3-4
+            #expect(try f.post(step(minute: 0), token: coach).status == 200)  // a duplicate: no line
+            let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { line in
+                try #require(try JSONValue.parse(Array(line.utf8)).objectValue)
+            }
+            let seen = lines.map { line in
+                [line["client"]?.stringValue ?? "-"] + ["first", "last"].map { "\(Int(line[$0]?.numberValue ?? 0))" }
+            }
+            #expect(seen == [["admin", "1", "1"], ["coach", "2", "2"], ["admin", "3", "4"]], "\(lines)")
+            #expect(lines.allSatisfy { $0["time"]?.stringValue?.hasSuffix("Z") == true })
         }
     }
 
