@@ -138,8 +138,11 @@ public final class ActivityFold {
     private var steps: [UInt32: [Step]] = [:]
     private var step: Step?
     /// How many `last-known` rows took the rule before version 10 because the walk back gave
-    /// up, or did not lead to the facts stored before the batch: 0 on a ledger folded by this
-    /// version but for walks past `walkBudget` (tests hold it to that).
+    /// up (past `walkBudget`), or because no event of the batch touched the type though the
+    /// facts differ from the stored ones (which this fold did not write; projections of
+    /// another fold version are folded again before any append): 0 but for walks past
+    /// `walkBudget` (tests hold it to that). The walk takes the stored facts as the batch's
+    /// start (`lastChange`), so it no longer checks them.
     public private(set) var lastKnownGuesses = 0
     /// The last user and zone looked up: consecutive events nearly always share them, and
     /// each lookup otherwise hashes the name (the user's bytes: see `userIDs`).
@@ -485,9 +488,9 @@ public final class ActivityFold {
         // Unchanged, and no event of the batch changed it and changed it back (or the walk gave
         // up): keep the event that last changed it.
         if changer == nil, facts == previousFacts { return }
-        // The walk gave up, or the stored facts are not where the batch's events lead back to
-        // (a fold of another version wrote them): the latest event that touched a day from the
-        // earlier reported day on.
+        // The walk gave up, or no event of the batch touched the type though the facts differ
+        // from the stored ones (which this fold did not write): the latest event that touched
+        // a day from the earlier reported day on.
         if changer == nil { lastKnownGuesses += 1 }
         let cause = changer ?? {
             let from = [facts?.day, previous?.day].compactMap { $0 }.min()!

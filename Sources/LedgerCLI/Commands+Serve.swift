@@ -12,14 +12,15 @@ extension Commands {
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
         client add'; --no-auth is refused unless HOST is a loopback address. Stops cleanly on \
-        SIGINT (exit 130) or SIGTERM (exit 0): streams end, queued writes finish.
+        SIGINT (exit 130; not when started with it ignored, as a script's 'ledger serve &' is) or \
+        SIGTERM (exit 0): streams end, queued writes finish.
         """,
         options: [helpOption, dbOption,
                   OptionSpec(name: "listen", value: "HOST:PORT", help: "Address to listen on (default: 127.0.0.1:8080; [::1]:PORT for IPv6)."),
                   OptionSpec(name: "no-auth", value: nil, help: "Accept requests without a token (loopback addresses only, for local development)."),
                   OptionSpec(name: "heartbeat", value: "SECONDS", help: "Seconds between SSE heartbeats (default: 15, at most 15)."),
                   OptionSpec(name: "idle-timeout", value: "SECONDS",
-                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut)."),
+                             help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut; a connection between requests waits at most --header-timeout)."),
                   OptionSpec(name: "header-timeout", value: "SECONDS",
                              help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout))."),
                   OptionSpec(name: "audit-log", value: "PATH",

@@ -29,17 +29,16 @@ func catchInterrupts(interruptingWrites: Bool = false) {
     sigaddset(&signals, SIGTERM)
     pthread_sigmask(SIG_UNBLOCK, &signals, nil)
     if interruptingWrites { writesDrainAfterInterrupt.store(true, ordering: .relaxed) }
-    // A signal the parent ignored stays ignored, as programs that catch it leave it: a
+    // A SIGINT the parent ignored stays ignored, as programs that catch it leave it: a
     // non-interactive shell starts `ledger serve &` with SIGINT ignored, so that Ctrl-C at the
-    // terminal, meant for the script, does not stop the server it started.
+    // terminal, meant for the script, does not stop the server it started. SIGTERM is always
+    // caught: it is how a service manager, or that script, stops the command cleanly.
     if !isIgnored(SIGINT) {
         installHandler(SIGINT, restarting: !interruptingWrites) { _ in interrupted.store(true, ordering: .relaxed) }
     }
-    if !isIgnored(SIGTERM) {
-        installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
-            terminatedBySIGTERM.store(true, ordering: .relaxed)
-            interrupted.store(true, ordering: .relaxed)
-        }
+    installHandler(SIGTERM, restarting: !interruptingWrites) { _ in
+        terminatedBySIGTERM.store(true, ordering: .relaxed)
+        interrupted.store(true, ordering: .relaxed)
     }
 }
 

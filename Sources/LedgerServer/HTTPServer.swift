@@ -14,7 +14,8 @@ import Synchronization
 /// threads (`offload`) with the connection suspended; the writer thread (`GroupCommitter`) commits
 /// POSTed batches;
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
-/// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped.
+/// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped,
+/// and every 0.1 s closes connections past `headerTimeout` (`closeSlowHeaders`).
 public final class HTTPServer: @unchecked Sendable {
     // @unchecked: `daemon` and `auditLog` are set once in `start` before any callback can run
     // and read-only after; everything mutable is behind a Mutex.
@@ -77,11 +78,15 @@ public final class HTTPServer: @unchecked Sendable {
 
     public static let defaultHeaderTimeout = 30
 
-    /// Connections (by address) whose request's headers are awaited, with their socket and
-    /// since when; nil once the headers are in. Entries are made and removed by
-    /// libmicrohttpd's notifications of a connection's opening and closing — the closing one
-    /// comes before it closes the socket, so one in here still has its own socket.
-    private let awaitingHeaders = Mutex<[UInt: (socket: Int32, since: ContinuousClock.Instant?)]>([:])
+    /// Every open connection's socket, and since when each one awaiting a request's headers
+    /// has waited (by the connection's address, `key(of:)`). Connections are added and
+    /// removed by libmicrohttpd's notifications of their opening and closing — the closing
+    /// one comes before it closes the socket, so a socket in here is still the connection's.
+    private struct HeaderWatch {
+        var sockets: [UInt: Int32] = [:]
+        var awaiting: [UInt: ContinuousClock.Instant] = [:]
+    }
+    private let headerWatch = Mutex(HeaderWatch())
 
     /// Where `start` opens the audit log (`AuditLog`), if anywhere.
     private let auditLogPath: String?
@@ -155,18 +160,11 @@ public final class HTTPServer: @unchecked Sendable {
                 while slept < seconds, self.running.withLock({ $0 }) {
                     Thread.sleep(forTimeInterval: min(0.1, seconds - slept))
                     slept += 0.1
+                    self.closeSlowHeaders()
                 }
                 self.wakeStreams(heartbeat: true)
             }
         }
-        let reaper = Thread { [weak self] in
-            while let self, self.running.withLock({ $0 }) {
-                Thread.sleep(forTimeInterval: 0.25)
-                self.closeSlowHeaders()
-            }
-        }
-        reaper.name = "ledger-header-timeout"
-        reaper.start()
         thread.name = "ledger-heartbeat"
         thread.start()
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
@@ -196,6 +194,8 @@ public final class HTTPServer: @unchecked Sendable {
         let graceEnds = ContinuousClock.now + HTTPServer.stopGrace
         while workers.withLock({ $0.count }) > 0, ContinuousClock.now < graceEnds { Thread.sleep(forTimeInterval: 0.005) }
         committer?.stop()
+        // Every commit is done: what the audit log has queued is written (for up to 2 s).
+        auditLog?.close()
         // What still runs past the grace (a long replay) is answered 503 now, after the writer
         // stopped: a POST it was parsing can then no longer be committed. Its worker's own
         // answer, later, is dropped (`deliver`), so nothing resumes a connection after the
@@ -225,34 +225,43 @@ public final class HTTPServer: @unchecked Sendable {
     /// its number given to a new connection, in between; `shutdown` does not block.)
     private func closeSlowHeaders() {
         let now = ContinuousClock.now
-        awaitingHeaders.withLock { connections in
-            for (key, connection) in connections {
-                guard let since = connection.since, now - since > headerTimeout else { continue }
-                shutdown(connection.socket, Int32(SHUT_RDWR))
-                connections[key]!.since = nil
+        headerWatch.withLock { watch in
+            for (key, since) in watch.awaiting where now - since > headerTimeout {
+                if let socket = watch.sockets[key] { shutdown(socket, Int32(SHUT_RDWR)) }
+                watch.awaiting[key] = nil
             }
         }
     }
 
+    private func key(of connection: OpaquePointer) -> UInt {
+        UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+    }
+
     /// libmicrohttpd opened (`started`) or is closing `connection`.
     fileprivate func connection(_ connection: OpaquePointer, started: Bool) {
-        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
+        let key = key(of: connection)
         if started {
             let socket = ledger_mhd_connection_socket(mhd.getConnectionInfo, connection)
             guard socket >= 0 else { return }
-            awaitingHeaders.withLock { $0[key] = (socket, ContinuousClock.now) }
+            headerWatch.withLock { watch in
+                watch.sockets[key] = socket
+                watch.awaiting[key] = ContinuousClock.now
+            }
         } else {
-            _ = awaitingHeaders.withLock { $0.removeValue(forKey: key) }
+            headerWatch.withLock { watch in
+                watch.sockets[key] = nil
+                watch.awaiting[key] = nil
+            }
         }
     }
 
     /// The headers of a request on `connection` are in (`true`), or its request ended and
     /// the next one's are awaited.
     private func headersArrived(on connection: OpaquePointer, _ arrived: Bool) {
-        let key = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(connection)))
-        awaitingHeaders.withLock { connections in
-            guard connections[key] != nil else { return }
-            connections[key]!.since = arrived ? nil : ContinuousClock.now
+        let key = key(of: connection)
+        headerWatch.withLock { watch in
+            guard watch.sockets[key] != nil else { return }
+            watch.awaiting[key] = arrived ? nil : ContinuousClock.now
         }
     }
 

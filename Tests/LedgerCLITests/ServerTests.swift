@@ -82,6 +82,31 @@ struct ServerTests {
         }
     }
 
+    /// A review: the audit log was written on the writer thread, so a destination that stopped
+    /// taking lines (a pipe nobody reads) stopped every append once its buffer was full.
+    @Test("an audit log whose destination takes nothing more does not hold up appends")
+    func auditLogBlocked() throws {
+        let fifo = NSTemporaryDirectory() + "ledger-audit-\(UUID().uuidString).fifo"
+        try #require(mkfifo(fifo, 0o600) == 0)
+        defer { unlink(fifo) }
+        // A reader that never reads: the pipe holds 64 KiB, about 700 lines.
+        let reader = open(fifo, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        try withServer(arguments: ["--audit-log", fifo]) { f in
+            let connection = try KeepAliveConnection(port: f.port)
+            var answered = 0
+            for index in 0..<1_000 {
+                let line = #"{"kind":"sample","user":"u\#(index % 7)","type":"steps","value":\#(index),"start":"2026-11-28T08:00:00Z","end":"2026-11-28T08:00:30Z","source":"s\#(index)"}"#
+                guard let response = try? connection.request("POST", path: "/v1/events", headers: ["Authorization": "Bearer \(f.admin)"],
+                                                             body: Array(line.utf8), timeout: 10) else { break }
+                #expect(response.status == 200, "\(response.body)")
+                answered += 1
+            }
+            #expect(answered == 1_000, "appends stopped after \(answered)")
+        }
+    }
+
     @Test("projections take date=today and fallback=true as project does; replay refuses both to and to_seq")
     func fallbackAndToday() throws {
         try withServer { f in
@@ -926,12 +951,12 @@ struct ServerTests {
     /// A non-interactive shell starts `ledger serve &` or `ledger subscribe … &` with SIGINT
     /// ignored, so that Ctrl-C at the terminal, meant for the script, is not theirs; `ledger`
     /// put its own handler over it, and stopped.
-    @Test("a SIGINT its parent ignored stays ignored; SIGTERM still stops the command")
+    @Test("a SIGINT its parent ignored stays ignored; SIGTERM, ignored or not, still stops the command")
     func ignoredInterruptStaysIgnored() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(step(minute: 0).utf8)).status == 0)
-            let (process, output) = try started("/bin/sh", ["-c", #"trap '' INT; exec "$0" subscribe daily-steps --from 0 --db "$1""#, binary, db])
+            let (process, output) = try started("/bin/sh", ["-c", #"trap '' INT TERM; exec "$0" subscribe daily-steps --from 0 --db "$1""#, binary, db])
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
             let reader = LineReader(handle: output.fileHandleForReading)
             // The backlog's change: its handlers are in place by then.

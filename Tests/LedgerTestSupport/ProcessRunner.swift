@@ -23,23 +23,21 @@ public func ledgerBinary() throws -> String {
     throw BinaryNotFound(searchedFrom: CommandLine.arguments[0])
 }
 
-/// A test runner may be started with SIGINT or SIGTERM ignored (a CI job's shell does that to
-/// background jobs), and children inherit an ignored signal — which `ledger` then keeps
-/// ignored, as a program should. Tests that interrupt a child need it default: a handler that
-/// does nothing leaves this process as unmoved by the signal as before, while a child starts
-/// with the default (exec resets handled signals, not ignored ones). Once, on first use of
+/// A test runner may be started with SIGINT ignored (a CI job's shell does that to background
+/// jobs), and children inherit an ignored signal — which `ledger` then keeps ignored, as a
+/// program should. Tests that interrupt a child need it default: a handler that does nothing
+/// leaves this process as unmoved by the signal as before, while a child starts with the
+/// default (exec resets handled signals, not ignored ones). Once, on first use of
 /// `ledgerBinary()`, which every test that starts `ledger` calls.
 private let childrenStartWithInterruptsEnabled: Void = {
-    for signal in [SIGINT, SIGTERM] {
-        var current = sigaction()
-        guard sigaction(signal, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler,
-              unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) else { continue }
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in }
-        sigemptyset(&action.sa_mask)
-        action.sa_flags = Int32(SA_RESTART)
-        sigaction(signal, &action, nil)
-    }
+    var current = sigaction()
+    guard sigaction(SIGINT, nil, &current) == 0, let handler = current.__sigaction_handler.sa_handler,
+          unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self) else { return }
+    var action = sigaction()
+    action.__sigaction_handler.sa_handler = { _ in }
+    sigemptyset(&action.sa_mask)
+    action.sa_flags = Int32(SA_RESTART)
+    sigaction(SIGINT, &action, nil)
 }()
 
 public struct BinaryNotFound: Error, CustomStringConvertible {
