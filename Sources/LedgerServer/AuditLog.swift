@@ -10,12 +10,12 @@ import Synchronization
 /// The line is the server's account beside the log, not part of it nor of the hash chain. It
 /// is queued after the commit and written by a thread of its own, so a destination that
 /// blocks (a pipe nobody reads, a hung network mount) never holds up appends: past
-/// `maximumQueued` lines waiting, further ones are dropped, counted, and said once on
-/// standard error. A crash loses what was queued and not yet written.
+/// `maximumQueued` lines waiting, further ones are dropped, which is said once on standard
+/// error. A crash loses what was queued and not yet written.
 final class AuditLog: Sendable {
     private let descriptor: Int32
     private let ownsDescriptor: Bool
-    private let state = Mutex<(lines: [[UInt8]], closed: Bool, dropped: Int, failed: Bool)>(([], false, 0, false))
+    private let state = Mutex<(lines: [[UInt8]], closed: Bool, dropped: Bool, failed: Bool)>(([], false, false, false))
     private let ready = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
 
@@ -63,8 +63,8 @@ final class AuditLog: Sendable {
         let (queued, firstDrop) = state.withLock { state -> (Bool, Bool) in
             guard !state.closed else { return (false, false) }
             guard state.lines.count < AuditLog.maximumQueued else {
-                state.dropped += 1
-                return (false, state.dropped == 1)
+                defer { state.dropped = true }
+                return (false, !state.dropped)
             }
             state.lines.append(line)
             return (true, false)
