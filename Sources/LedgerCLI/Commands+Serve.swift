@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--audit-log PATH]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--audit-log PATH] [--client-named-sources]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -24,7 +24,9 @@ extension Commands {
                   OptionSpec(name: "header-timeout", value: "SECONDS",
                              help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout))."),
                   OptionSpec(name: "audit-log", value: "PATH",
-                             help: "Append a line to PATH (- for stderr) for each POST that appended events: when, which client, which seqs.")]
+                             help: "Append a line to PATH (- for stderr) for each POST that appended events: when, which client, which seqs."),
+                  OptionSpec(name: "client-named-sources", value: nil,
+                             help: "A non-admin client may append only samples whose source is named as the client (so it cannot write as a user's device).")]
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"
@@ -67,7 +69,7 @@ extension Commands {
         let log = try context.openLog(arguments, create: true)
         let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
                                 idleTimeout: idleTimeout, headerTimeout: headerTimeout,
-                                auditLogPath: arguments.value("audit-log"))
+                                auditLogPath: arguments.value("audit-log"), clientNamedSources: arguments.has("client-named-sources"))
         let bound: UInt16
         do {
             bound = try server.start(host: host, port: port)

@@ -12,6 +12,11 @@ import Projections
 /// samples, for users and types that granted it `share`.
 struct Access: Sendable {
     let log: EventLog
+    /// `serve --client-named-sources`: a non-admin client's samples must name itself as their
+    /// source, so that it cannot write as a user's device (SPEC §9.1's `share` lets it write
+    /// under any source name, and so supersede a device's sync versions, since `syncId` is
+    /// per user and source).
+    var clientNamedSources = false
 
     func mayRead(user: String, type: QuantityType, client: APIClient?) -> Bool {
         guard let client, !client.admin else { return true }
@@ -60,6 +65,9 @@ struct Access: Sendable {
             let share = (try? log.grant(user: sample.user, client: client.name).share) ?? []
             guard share.contains(sample.type) else {
                 return (location, "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)")
+            }
+            if clientNamedSources, !sameName(sample.source.name, client.name) {
+                return (location, "\(location): client '\(client.name)' may append only samples whose source is named '\(client.name)' (this server runs with --client-named-sources), got '\(sample.source.name)'")
             }
         }
         return nil

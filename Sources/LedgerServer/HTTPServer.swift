@@ -94,11 +94,12 @@ public final class HTTPServer: @unchecked Sendable {
 
     public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
                 idleTimeout: Int = HTTPServer.defaultIdleTimeout,
-                headerTimeout: Int = HTTPServer.defaultHeaderTimeout, auditLogPath: String? = nil) {
+                headerTimeout: Int = HTTPServer.defaultHeaderTimeout, auditLogPath: String? = nil,
+                clientNamedSources: Bool = false) {
         self.auditLogPath = auditLogPath
         self.log = log
         self.bus = ObserverBus(log: log)
-        self.access = Access(log: log)
+        self.access = Access(log: log, clientNamedSources: clientNamedSources)
         self.authRequired = authRequired
         self.heartbeat = heartbeat
         self.idleTimeout = idleTimeout

@@ -82,6 +82,21 @@ struct ServerTests {
         }
     }
 
+    /// SPEC §9.1's `share` lets a client write under any source name, a device's too: a
+    /// new-user audit superseded a watch's sync version from a partner's client.
+    @Test("--client-named-sources holds a non-admin client's samples to its own name as source")
+    func clientNamedSources() throws {
+        try withServer(arguments: ["--client-named-sources"]) { f in
+            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","share":["steps"]}"#).status == 200)
+            let spoofed = try f.post(step(minute: 0, source: "coach") + "\n" + step(minute: 1, source: "iPhone"), token: coach)
+            #expect(spoofed.status == 403, "\(spoofed.body)")
+            #expect(spoofed.body.contains(#"line 2: client 'coach' may append only samples whose source is named 'coach'"#) && spoofed.body.contains(#""line":2"#), "\(spoofed.body)")
+            #expect(try f.post(step(minute: 0, source: "coach"), token: coach).status == 200)
+            #expect(try f.post(step(minute: 1, source: "iPhone")).status == 200)  // an admin writes as any source
+        }
+    }
+
     /// A review: the audit log was written on the writer thread, so a destination that stopped
     /// taking lines (a pipe nobody reads) stopped every append once its buffer was full.
     @Test("an audit log whose destination takes nothing more does not hold up appends")
