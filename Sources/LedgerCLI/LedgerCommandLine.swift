@@ -144,10 +144,11 @@ struct CommandContext {
             return try body(log)
         } catch {
             if !existed {
-                if let opened {
-                    _ = opened.removeIfUntouched()
-                } else {
-                    _ = EventLog.removeUnopened(path: path)
+                let removed = if let opened { opened.removeIfUntouched() } else { EventLog.removeUnopened(path: path) }
+                // "The log's head is 0, not the expected 3" hid that there was no ledger at
+                // all (a mistyped --db, say: a new-user audit).
+                if case LedgerError.headMismatch? = error as? LedgerError, removed {
+                    throw CLIError.runtime("\(error); there was no ledger at \(path), and none was made")
                 }
             }
             throw error

@@ -95,7 +95,10 @@ struct BadInputTests {
             let unknownTarget = #"{"kind":"correction","target":"11111111-2222-4333-8444-555555555555","action":"retract","reason":"typo"}"#
             #expect(ledger(["append"], stdin: unknownTarget, db: db).status == 65)
             #expect(!FileManager.default.fileExists(atPath: db))
-            #expect(ledger(["append", "--expect-head", "3"], stdin: goodSample, db: db).status == 1)
+            // Said so: "the log's head is 0" alone hid that there was no ledger (a new-user audit).
+            let expecting = ledger(["append", "--expect-head", "3"], stdin: goodSample, db: db)
+            #expect(expecting.status == 1)
+            #expect(expecting.stderr == "Error: the log's head is 0, not the expected 3; nothing was written; there was no ledger at \(db), and none was made\n", "\(expecting.stderr)")
             #expect(!FileManager.default.fileExists(atPath: db))
         }
     }
