@@ -539,7 +539,14 @@ public final class ActivityFold {
     /// exactly when a day the event changed has a total.
     private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Walk {
         // No row before the batch or after it: none to name an event in, and no change to send.
-        guard facts != nil || before != nil, let steps = steps[userType.user] else { return .unchanged }
+        guard facts != nil || before != nil, let steps = steps[userType.user],
+              // The state before the batch's first event that touched the type is the batch's
+              // start, whose facts are stored (`before`): reaching it needs no merge. (A batch
+              // of one event per user, what group commit gives, walks no further.)
+              let first = steps.firstIndex(where: { step in
+                  step.barriers[userType.type] != nil || step.changes.contains { $0.key.type == userType.type }
+              })
+        else { return .unchanged }
         func key(_ day: Int) -> DayKey { DayKey(user: userType.user, type: userType.type, day: day) }
         var user = user
         // Days' entries as they stood before the events undone so far, by id (a day's entries
@@ -555,13 +562,7 @@ public final class ActivityFold {
         // for in end at `facts.end`, in the undone state, once counted: taking out or putting
         // back one of them then needs no new count while others remain.
         var endCount: (lastDay: Int, atEnd: Int)?
-        // The state before the batch's first event that touched the type is the batch's start,
-        // whose facts are stored (`before`): reaching it needs no merge. (A batch of one event
-        // per user, what group commit gives, walks no further.)
-        guard let first = steps.firstIndex(where: { step in
-            step.barriers[userType.type] != nil || step.changes.contains { $0.key.type == userType.type }
-        }) else { return .unchanged }
-        for (index, step) in steps.enumerated().reversed() {
+        for step in steps[(first + 1)...].reversed() {
             if let barrier = step.barriers[userType.type] {
                 // A priority list: the facts just before it were noted when it was applied.
                 if barrier.facts != facts { return .changedBy(step.cause) }
@@ -570,7 +571,6 @@ public final class ActivityFold {
                 spread = user.hasMixedZones ? 2 : 0
                 merged.removeAll()
             }
-            if index == first { return before != facts ? .changedBy(step.cause) : .unchanged }
             var dirty: Set<Int> = []
             var endMoved = false
             for change in step.changes.reversed() where change.key.type == userType.type {
@@ -644,7 +644,9 @@ public final class ActivityFold {
             }
             if budget < 0 { return .gaveUp }
         }
-        return .unchanged
+        // The first event: a priority list's noted facts, then the batch's start.
+        let changed = steps[first].barriers[userType.type].map { $0.facts != facts } ?? false || before != facts
+        return changed ? .changedBy(steps[first].cause) : .unchanged
     }
 
     /// `userType`'s facts as stored. Nil when no day has a non-zero total or no sample counts.

@@ -100,9 +100,7 @@ extension EventLog {
             // end) or behind it, they are not served (a review: `subscribe` sent the changes of
             // removed events that every folding command refused).
             let head = try head(in: txn).seq
-            try EventLog.checkPosition(version: try metaNumber(EventLog.projectionVersionKey, in: txn),
-                                       position: try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0,
-                                       head: head)
+            _ = try checkedProjectionVersion(in: txn, head: head)
             guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
                 guard key.count >= 8 else {

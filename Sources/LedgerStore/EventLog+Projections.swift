@@ -203,13 +203,10 @@ extension EventLog {
     }
 
     /// A fold over the live projection state, made current first: if the stored state is of
-    /// another fold version or not at `head` (the log's, which the caller has read), it is
-    /// rebuilt in this transaction.
+    /// another fold version, it is rebuilt in this transaction; one of this version not at
+    /// `head` (the log's, which the caller has read) is refused (`checkedProjectionVersion`).
     func projectionFold(in txn: Transaction, head: UInt64) throws -> ActivityFold {
-        let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
-        let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
-        try EventLog.checkPosition(version: version, position: position, head: head)
-        if version != UInt64(ActivityFold.version) || position != head {
+        if try checkedProjectionVersion(in: txn, head: head) != UInt64(ActivityFold.version) {
             try rebuildProjections(in: txn)
         }
         return ActivityFold(store: stateStore(txn), context: try foldContext(in: txn))
@@ -224,15 +221,21 @@ extension EventLog {
         throw LedgerError.corrupt(seq: head + 1, reason: "missing from the log: its projections were folded up to seq \(position), past its last event (seq \(head)), so events were removed from its end. Restore the ledger from a backup ('ledger log' still reads what is left), or go on with the log as it is: 'ledger rebuild --accept-head'")
     }
 
+    /// Checks the stored projections' position in `txn` against the log's `head`:
     /// `checkNotPastHead`, and at this build's fold version, not behind the head either: only
     /// events added to the log by hand, or the position altered, leave them so, and folding
     /// the log over them without a word hid that (an audit: a record copied in as a new seq
     /// was counted twice by the next `project`). `rebuild` is then the explicit repair.
-    static func checkPosition(version: UInt64?, position: UInt64, head: UInt64) throws {
-        try checkNotPastHead(position: position, head: head)
+    ///
+    /// Returns the stored projections' fold version: at this build's, they are at `head`.
+    func checkedProjectionVersion(in txn: Transaction, head: UInt64) throws -> UInt64? {
+        let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
+        let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
+        try EventLog.checkNotPastHead(position: position, head: head)
         if version == UInt64(ActivityFold.version), position != head {
             throw LedgerError.projectionsBehind(position: position, head: head)
         }
+        return version
     }
 
     func foldContext(in txn: Transaction) throws -> FoldContext {
@@ -319,12 +322,8 @@ extension EventLog {
         // Appends keep projections at the head inside their own transactions, so once the
         // stored state has been found to be of this fold version it stays current.
         if projectionsChecked.withLock({ $0 }) { return }
-        let current = try environment.read { txn -> Bool in
-            let version = try metaNumber(EventLog.projectionVersionKey, in: txn)
-            let position = try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0
-            let head = try head(in: txn).seq
-            try EventLog.checkPosition(version: version, position: position, head: head)
-            return version == UInt64(ActivityFold.version) && position == head
+        let current = try environment.read { txn in
+            try checkedProjectionVersion(in: txn, head: try head(in: txn).seq) == UInt64(ActivityFold.version)
         }
         if !current {
             if environment.isOnReadOnlyMedia {
@@ -493,11 +492,10 @@ extension EventLog {
         // does), rows someone altered were folded again and then said to match (an audit).
         // At this build's fold version they are at the head, since appends fold in the
         // transaction that writes their events; only another version's are made again.
-        let (version, position, head) = try environment.read { txn in
-            (try metaNumber(EventLog.projectionVersionKey, in: txn),
-             try metaNumber(EventLog.projectionPositionKey, in: txn) ?? 0, try self.head(in: txn).seq)
+        let (version, head) = try environment.read { txn in
+            let head = try self.head(in: txn).seq
+            return (try checkedProjectionVersion(in: txn, head: head), head)
         }
-        try EventLog.checkPosition(version: version, position: position, head: head)
         var upgradedFrom: UInt64?
         if version != UInt64(ActivityFold.version), head > 0 || version != nil {
             upgradedFrom = version ?? 0

@@ -43,6 +43,11 @@ struct ServerTests {
                      body: Array(body.utf8))
         }
 
+        /// `ledger client add NAME` (not admin); its token.
+        func addClient(_ name: String) throws -> String {
+            try runProcess(binary, ["client", "add", name, "--db", db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
         func appendFromAnotherProcess(_ lines: String) throws -> ProcessOutput {
             try runProcess(binary, ["append", "--db", db], stdin: Array(lines.utf8))
         }
@@ -66,7 +71,7 @@ struct ServerTests {
         let path = NSTemporaryDirectory() + "ledger-audit-\(UUID().uuidString).ndjson"
         defer { try? FileManager.default.removeItem(atPath: path) }
         try withServer(arguments: ["--audit-log", path]) { f in
-            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let coach = try f.addClient("coach")
             #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","share":["steps"]}"#).status == 200)  // seq 1
             #expect(try f.post(step(minute: 0), token: coach).status == 200)  // seq 2
             #expect(try f.post(step(minute: 1) + "\n" + step(minute: 2)).status == 200)  // seqs 3-4
@@ -87,7 +92,7 @@ struct ServerTests {
     @Test("--client-named-sources holds a non-admin client's samples to its own name as source")
     func clientNamedSources() throws {
         try withServer(arguments: ["--client-named-sources"]) { f in
-            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let coach = try f.addClient("coach")
             #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","share":["steps"]}"#).status == 200)
             let spoofed = try f.post(step(minute: 0, source: "coach") + "\n" + step(minute: 1, source: "iPhone"), token: coach)
             #expect(spoofed.status == 403, "\(spoofed.body)")
@@ -620,7 +625,7 @@ struct ServerTests {
     @Test("SEQ.K names the same change whatever the client may read: resuming across a grant or revoke repeats and loses nothing; a removed client's stream ends")
     func resumeAcrossGrants() throws {
         try withServer { f in
-            let app = try runProcess(f.binary, ["client", "add", "app", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let app = try f.addClient("app")
             let appAuth = ["Authorization": "Bearer \(app)"]
             func sample(_ type: String, _ value: Int) -> String {
                 #"{"kind":"sample","user":"ann","type":"\#(type)","value":\#(value),"unit":"\#(type == "steps" ? "count" : "m")","start":"2026-11-29T23:30:00Z","end":"2026-11-29T23:40:00Z","source":"iPhone"}"#
@@ -752,7 +757,7 @@ struct ServerTests {
     @Test("401, 403, revoke stops delivery and ends a stream left with nothing to read, 400 writes nothing, 409 for conflicts and If-Match")
     func accessAndErrors() throws {
         try withServer { f in
-            let coach = try runProcess(f.binary, ["client", "add", "coach", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let coach = try f.addClient("coach")
             #expect(try http("GET", port: f.port, path: "/v1/health").status == 401)
             #expect(try http("GET", port: f.port, path: "/v1/health", headers: ["Authorization": "Bearer ldg_nope"]).status == 401)
             #expect(try http("GET", port: f.port, path: "/v1/health", headers: f.auth).status == 200)
