@@ -228,14 +228,18 @@ extension Commands {
     static let clientCommand = Command(
         name: "client",
         abstract: "Manage API clients of 'ledger serve' and their tokens.",
-        usage: "ledger client add NAME [--admin] | ledger client list [--format FORMAT] | ledger client remove NAME [--db PATH]",
+        usage: "ledger client add NAME [--admin] | ledger client list [--format FORMAT] | ledger client rotate NAME | ledger client remove NAME [--db PATH]",
         discussion: """
-        'add' prints the new client's bearer token once; only its SHA-256 digest is stored. An \
+        'add' prints the new client's bearer token once; only its SHA-256 digest is stored. \
+        'rotate' replaces a client's token (a leaked one, or on a schedule): the new one is \
+        printed once, the old one stops working at once and streams opened with it end; the \
+        client keeps its name, admin flag and grants. An \
         admin client may do anything; any other client may read and subscribe to a user's data \
         only for the types that user granted it 'read', and append samples only for types \
         granted 'share'.
         """,
         arguments: [("add NAME", "Create a client and print its token."), ("list", "List clients."),
+                    ("rotate NAME", "Give a client a new token and print it; the old one stops working at once."),
                     ("remove NAME", "Remove a client; its token stops working at once.")],
         options: [helpOption, dbOption, formatOption,
                   OptionSpec(name: "admin", value: nil, help: "With add: the client may do anything.")],
@@ -281,6 +285,24 @@ extension Commands {
                 rows.append([.string(client.name), .bool(client.admin), .string(client.created.rfc3339)])
             }
             rows.write(format, to: context.stdout)
+        case "rotate":
+            try refuse(["admin", "format"], names: 1)
+            guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
+            let name = arguments.positionals[1]
+            let log = try context.openLog(arguments, create: false)
+            do {
+                let (token, previous) = try log.rotateClient(name: name)
+                context.stdout.write(token + "\n")
+                // As for `add`: a token that reached nobody would leave the client locked out,
+                // so the old one is put back.
+                if let failure = context.stdout.failed {
+                    try log.restoreClientToken(name: name, previousDigest: previous, replacing: token)
+                    throw CLIError.runtime("cannot write the token to standard output (\(failure)); the client keeps its old token")
+                }
+                context.stderr.write("client '\(visibleCharacters(name))' has a new token (above, shown only once); the old one no longer works\n")
+            } catch let error as EventLog.ClientError {
+                throw CLIError.data(error.description)
+            }
         case "remove":
             try refuse(["admin", "format"], names: 1)
             guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
@@ -292,7 +314,7 @@ extension Commands {
                 throw CLIError.data(error.description)
             }
         case let other:
-            throw CLIError.usage(other.map { "unknown action '\($0)' (expected add, list or remove)" } ?? "missing action (add, list or remove)", usage: usage)
+            throw CLIError.usage(other.map { "unknown action '\($0)' (expected add, list, rotate or remove)" } ?? "missing action (add, list, rotate or remove)", usage: usage)
         }
         return 0
     }

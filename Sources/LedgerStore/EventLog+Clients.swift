@@ -24,7 +24,7 @@ extension EventLog {
 
         public var description: String {
             switch self {
-            case .exists(let name): "a client named '\(name)' already exists; remove it first to issue a new token"
+            case .exists(let name): "a client named '\(name)' already exists; 'ledger client rotate \(name)' gives it a new token"
             case .unknown(let name): "no client named '\(name)'"
             case .invalidName(let reason): reason
             }
@@ -49,6 +49,37 @@ extension EventLog {
             try txn.put(clientsDatabase, tokenKey(digest), Digest.sha256(Array(name.utf8)))
         }
         return token
+    }
+
+    /// Gives the client `name` a new token and returns it with the digest of the token it
+    /// replaces (for `restoreClientToken`). The old token stops working at once, as on
+    /// `removeClient` (a stream opened with it ends); the name, admin flag, creation time and
+    /// grants (which name the client, not its token) stay.
+    public func rotateClient(name: String) throws -> (token: String, previousDigest: [UInt8]) {
+        let token = "ldg_" + Digest.randomBytes(32).hex
+        let previous = try replaceTokenDigest(of: name, with: Digest.sha256(Array(token.utf8)), ifCurrent: nil)
+        return (token, previous)
+    }
+
+    /// Puts back the token `rotateClient` replaced, when the new one reached no one; only if
+    /// the new one is still the client's (nothing rotated or removed it since).
+    public func restoreClientToken(name: String, previousDigest: [UInt8], replacing token: String) throws {
+        _ = try replaceTokenDigest(of: name, with: previousDigest, ifCurrent: Digest.sha256(Array(token.utf8)))
+    }
+
+    /// Makes `digest` the client's token in one transaction and returns the one it replaced.
+    private func replaceTokenDigest(of name: String, with digest: [UInt8], ifCurrent current: [UInt8]?) throws -> [UInt8] {
+        try environment.write { txn in
+            guard let stored = try txn.get(clientsDatabase, nameKey(name)) else { throw ClientError.unknown(name) }
+            var value = try checkedClient(stored)
+            let previous = Array(value[1..<33])
+            if let current, previous != current { return previous }  // changed since: left as it is
+            value.replaceSubrange(1..<33, with: digest)
+            try txn.delete(clientsDatabase, tokenKey(previous))
+            try txn.put(clientsDatabase, nameKey(name), value)
+            try txn.put(clientsDatabase, tokenKey(digest), Digest.sha256(Array(name.utf8)))
+            return previous
+        }
     }
 
     public func clients() throws -> [APIClient] {

@@ -102,6 +102,48 @@ struct ServerTests {
         }
     }
 
+    /// A leaked token had no remedy but `client remove` and `add`, which left the client
+    /// without a token in between and made its operator pass `--admin` again.
+    @Test("client rotate: the old token is refused at once and its stream ends; the new one keeps the grants")
+    func rotateToken() throws {
+        try withServer { f in
+            let coach = try f.addClient("coach")
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":["steps"]}"#).status == 200)
+            let open = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann", headers: ["Authorization": "Bearer \(coach)"])
+            #expect(open.status == 200)
+            #expect(try open.next()?.comment?.hasPrefix("stream from seq") == true)
+
+            let rotate = try runProcess(f.binary, ["client", "rotate", "coach", "--db", f.db])
+            #expect(rotate.status == 0, "\(rotate.stderr)")
+            #expect(rotate.stderr == "client 'coach' has a new token (above, shown only once); the old one no longer works\n")
+            let fresh = rotate.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(fresh.hasPrefix("ldg_") && fresh.count == 68 && fresh != coach)
+
+            #expect(try f.post(step(minute: 0), token: coach).status == 401)
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: ["Authorization": "Bearer \(coach)"]).status == 401)
+            // The grants name the client, not its token: the new token reads and shares as before.
+            #expect(try f.post(step(minute: 1), token: fresh).status == 200)
+            let rows = try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: ["Authorization": "Bearer \(fresh)"])
+            #expect(rows.status == 200 && rows.body.contains(#""value":100"#), "\(rows.body)")
+            // The stream opened with the old token ends (at the next commit at the latest).
+            #expect(try f.post(step(minute: 2)).status == 200)
+            var ended = false
+            for _ in 0..<10 {
+                guard let event = try open.next(timeout: 5) else { ended = true; break }
+                #expect(event.comment != nil, "delivered to a rotated-out token: \(event)")
+            }
+            #expect(ended)
+
+            // The admin flag stays, and one client's rotation leaves the others' tokens alone.
+            let admin = try runProcess(f.binary, ["client", "rotate", "admin", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try f.post(step(minute: 3), token: admin).status == 200)
+            #expect(try f.post(step(minute: 4), token: fresh).status == 200)
+            let unknown = try runProcess(f.binary, ["client", "rotate", "nobody", "--db", f.db])
+            #expect(unknown.status == 65 && unknown.stderr == "Error: no client named 'nobody'\n", "\(unknown.stderr)")
+            #expect(try runProcess(f.binary, ["client", "rotate", "coach", "--admin", "--db", f.db]).status == 64)
+        }
+    }
+
     /// A review: the audit log was written on the writer thread, so a destination that stopped
     /// taking lines (a pipe nobody reads) stopped every append once its buffer was full.
     @Test("an audit log whose destination takes nothing more does not hold up appends")
@@ -1104,7 +1146,7 @@ struct ServerTests {
     /// A review: output that reached nowhere ended with exit 0, so `ledger log > /dev/full`
     /// looked like a saved export; and `client add`'s token, shown only once, could be lost
     /// with the client left in place.
-    @Test("output that cannot be written fails the command; a token no one received adds no client")
+    @Test("output that cannot be written fails the command; a token no one received adds or rotates no client")
     func unwritableOutput() throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
@@ -1131,6 +1173,11 @@ struct ServerTests {
             // The same name can then be added, and its token is printed.
             let again = try runProcess(binary, ["client", "add", "coach", "--db", db])
             #expect(again.status == 0 && again.stdout.count > 20, "\(again)")
+            // A rotation whose new token reaches no one leaves the old one working.
+            let rotate = try runProcess("/bin/sh", ["-c", #"exec "$0" client rotate coach --db "$1" > /dev/full"#, binary, db])
+            #expect(rotate.status == 1 && rotate.stderr == "Error: cannot write the token to standard output (No space left on device); the client keeps its old token\n", "\(rotate)")
+            let kept = try EventLog(path: db, create: false).client(forToken: again.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+            #expect(kept?.name == "coach")
             // A reader that stops early is not an error: `log | head` ends quietly, as with SIGPIPE.
             let lines = (1...3_000).map { step("user-\($0)", minute: $0 % 60) }.joined(separator: "\n")
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(lines.utf8)).status == 0)
