@@ -27,15 +27,17 @@ typedef __typeof__(&MHD_get_connection_info) ledger_MHD_get_connection_info_fn;
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit
  * bind address (port 0 picks a free one), a completion callback to free per-request state,
  * a callback told of each connection's opening and closing (before its socket is closed),
- * a connection limit high enough for thousands of idle subscribers, and an idle timeout
- * (seconds without a byte read or written; suspended connections, such as streams waiting
- * for a change, never time out). */
+ * a connection limit high enough for thousands of idle subscribers, a limit per client
+ * address (0: none; libmicrohttpd closes a connection past it as soon as it is accepted), and
+ * an idle timeout (seconds without a byte read or written; suspended connections, such as
+ * streams waiting for a change, never time out). */
 static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
                                                   const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
                                                   MHD_NotifyConnectionCallback connections, void *connections_cls,
-                                                  unsigned int connection_limit, unsigned int idle_timeout) {
+                                                  unsigned int connection_limit, unsigned int per_address_limit,
+                                                  unsigned int idle_timeout) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
@@ -43,6 +45,7 @@ static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn sta
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
                             MHD_OPTION_NOTIFY_CONNECTION, connections, connections_cls,
                             MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
                             MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
                             MHD_OPTION_END);
 }

@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--audit-log PATH] [--client-named-sources]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--body-timeout SECONDS] [--per-address-limit N] [--audit-log PATH] [--client-named-sources]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -23,6 +23,10 @@ extension Commands {
                              help: "Close a connection after this many seconds with no byte read or written (default: \(HTTPServer.defaultIdleTimeout); streams are not cut; a connection between requests waits at most --header-timeout)."),
                   OptionSpec(name: "header-timeout", value: "SECONDS",
                              help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout))."),
+                  OptionSpec(name: "body-timeout", value: "SECONDS",
+                             help: "Close a connection whose request body is not in this many seconds after its headers, plus one second per \(HTTPServer.bodyBytesPerSecond) bytes received (default: \(HTTPServer.defaultBodyTimeout))."),
+                  OptionSpec(name: "per-address-limit", value: "N",
+                             help: "Accept at most N connections at once from one client address; more are closed as they open (default: 0, no limit)."),
                   OptionSpec(name: "audit-log", value: "PATH",
                              help: "Append a line to PATH (- for stderr) for each POST that appended events: when, which client, which seqs."),
                   OptionSpec(name: "client-named-sources", value: nil,
@@ -46,20 +50,18 @@ extension Commands {
             }
             heartbeat = .milliseconds(Int(seconds * 1000))
         }
-        var idleTimeout = HTTPServer.defaultIdleTimeout
-        if let text = arguments.value("idle-timeout") {
-            guard let seconds = Int(text), seconds >= 1, seconds <= 86_400 else {
-                throw CLIError.usage("'--idle-timeout' needs whole seconds from 1 to 86400, got '\(text)'", usage: usage)
+        /// A whole number of `name` from `range`, or `default`.
+        func number(_ name: String, _ range: ClosedRange<Int>, what: String, default value: Int) throws -> Int {
+            guard let text = arguments.value(name) else { return value }
+            guard let number = Int(text), range.contains(number) else {
+                throw CLIError.usage("'--\(name)' needs \(what) from \(range.lowerBound) to \(range.upperBound), got '\(text)'", usage: usage)
             }
-            idleTimeout = seconds
+            return number
         }
-        var headerTimeout = HTTPServer.defaultHeaderTimeout
-        if let text = arguments.value("header-timeout") {
-            guard let seconds = Int(text), seconds >= 1, seconds <= 86_400 else {
-                throw CLIError.usage("'--header-timeout' needs whole seconds from 1 to 86400, got '\(text)'", usage: usage)
-            }
-            headerTimeout = seconds
-        }
+        let idleTimeout = try number("idle-timeout", 1...86_400, what: "whole seconds", default: HTTPServer.defaultIdleTimeout)
+        let headerTimeout = try number("header-timeout", 1...86_400, what: "whole seconds", default: HTTPServer.defaultHeaderTimeout)
+        let bodyTimeout = try number("body-timeout", 1...86_400, what: "whole seconds", default: HTTPServer.defaultBodyTimeout)
+        let perAddressLimit = try number("per-address-limit", 0...HTTPServer.connectionLimit, what: "a whole number", default: 0)
         // Thousands of idle streams need thousands of descriptors.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
@@ -68,7 +70,8 @@ extension Commands {
         }
         let log = try context.openLog(arguments, create: true)
         let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
-                                idleTimeout: idleTimeout, headerTimeout: headerTimeout,
+                                idleTimeout: idleTimeout, headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
+                                perAddressLimit: perAddressLimit,
                                 auditLogPath: arguments.value("audit-log"), clientNamedSources: arguments.has("client-named-sources"))
         let bound: UInt16
         do {

@@ -15,7 +15,8 @@ import Synchronization
 /// POSTed batches;
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
 /// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped,
-/// and every 0.1 s closes connections past `headerTimeout` (`closeSlowHeaders`).
+/// and every 0.1 s closes connections past `headerTimeout` or their body's deadline
+/// (`closeSlowRequests`).
 public final class HTTPServer: @unchecked Sendable {
     // @unchecked: `daemon` and `auditLog` are set once in `start` before any callback can run
     // and read-only after; everything mutable is behind a Mutex.
@@ -78,13 +79,28 @@ public final class HTTPServer: @unchecked Sendable {
 
     public static let defaultHeaderTimeout = 30
 
-    /// Every open connection's socket, and since when each one awaiting a request's headers
-    /// has waited (by the connection's address, `key(of:)`). Connections are added and
-    /// removed by libmicrohttpd's notifications of their opening and closing — the closing
-    /// one comes before it closes the socket, so a socket in here is still the connection's.
+    /// How long a request's body may take after its headers, plus one second for every
+    /// `bodyBytesPerSecond` bytes of it received (as Apache's `mod_reqtimeout` allows). The
+    /// idle timeout restarts at every byte, so a client that sent a large Content-Length and
+    /// then a byte a minute held its connection for ever; one that keeps sending at least
+    /// that fast is never cut. A POST whose body is in is not cut by it, nor is a stream.
+    private let bodyTimeout: Duration
+    public static let defaultBodyTimeout = 30
+    public static let bodyBytesPerSecond = 1_000
+
+    /// Connections libmicrohttpd accepts at once, and at once from one address (0: no limit).
+    public static let connectionLimit = 65_000
+    private let perAddressLimit: Int
+
+    /// Every open connection's socket, since when each one awaiting a request's headers has
+    /// waited, and by when each one sending a request's body must have sent it (by the
+    /// connection's address, `key(of:)`). Connections are added and removed by
+    /// libmicrohttpd's notifications of their opening and closing — the closing one comes
+    /// before it closes the socket, so a socket in here is still the connection's.
     private struct HeaderWatch {
         var sockets: [UInt: Int32] = [:]
         var awaiting: [UInt: ContinuousClock.Instant] = [:]
+        var bodyDeadlines: [UInt: ContinuousClock.Instant] = [:]
     }
     private let headerWatch = Mutex(HeaderWatch())
 
@@ -94,8 +110,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
                 idleTimeout: Int = HTTPServer.defaultIdleTimeout,
-                headerTimeout: Int = HTTPServer.defaultHeaderTimeout, auditLogPath: String? = nil,
-                clientNamedSources: Bool = false) {
+                headerTimeout: Int = HTTPServer.defaultHeaderTimeout, bodyTimeout: Int = HTTPServer.defaultBodyTimeout,
+                perAddressLimit: Int = 0, auditLogPath: String? = nil, clientNamedSources: Bool = false) {
         self.auditLogPath = auditLogPath
         self.log = log
         self.bus = ObserverBus(log: log)
@@ -104,6 +120,8 @@ public final class HTTPServer: @unchecked Sendable {
         self.heartbeat = heartbeat
         self.idleTimeout = idleTimeout
         self.headerTimeout = .seconds(headerTimeout)
+        self.bodyTimeout = .seconds(bodyTimeout)
+        self.perAddressLimit = perAddressLimit
     }
 
     /// Why the server could not start.
@@ -145,7 +163,8 @@ public final class HTTPServer: @unchecked Sendable {
         daemon = withUnsafePointer(to: &storage) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                 ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context,
-                                 connectionNotified, context, 65_000, UInt32(idleTimeout))
+                                 connectionNotified, context, UInt32(HTTPServer.connectionLimit), UInt32(perAddressLimit),
+                                 UInt32(idleTimeout))
             }
         }
         guard let daemon else {
@@ -161,7 +180,7 @@ public final class HTTPServer: @unchecked Sendable {
                 while slept < seconds, self.running.withLock({ $0 }) {
                     Thread.sleep(forTimeInterval: min(0.1, seconds - slept))
                     slept += 0.1
-                    self.closeSlowHeaders()
+                    self.closeSlowRequests()
                 }
                 self.wakeStreams(heartbeat: true)
             }
@@ -221,15 +240,20 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     /// Closes the connections that have been sending a request's headers for longer than
-    /// `headerTimeout`: `shutdown` makes libmicrohttpd's next read of the socket fail, and it
-    /// closes the connection itself. (Under the lock, so that the socket cannot be closed, and
-    /// its number given to a new connection, in between; `shutdown` does not block.)
-    private func closeSlowHeaders() {
+    /// `headerTimeout`, or its body past its deadline: `shutdown` makes libmicrohttpd's next
+    /// read of the socket fail, and it closes the connection itself. (Under the lock, so that
+    /// the socket cannot be closed, and its number given to a new connection, in between;
+    /// `shutdown` does not block.)
+    private func closeSlowRequests() {
         let now = ContinuousClock.now
         headerWatch.withLock { watch in
             for (key, since) in watch.awaiting where now - since > headerTimeout {
                 if let socket = watch.sockets[key] { shutdown(socket, Int32(SHUT_RDWR)) }
                 watch.awaiting[key] = nil
+            }
+            for (key, deadline) in watch.bodyDeadlines where now > deadline {
+                if let socket = watch.sockets[key] { shutdown(socket, Int32(SHUT_RDWR)) }
+                watch.bodyDeadlines[key] = nil
             }
         }
     }
@@ -256,13 +280,25 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
 
-    /// The headers of a request on `connection` are in (`true`), or its request ended and
-    /// the next one's are awaited.
+    /// The headers of a request on `connection` are in (`true`: its body, if any, is awaited
+    /// until `bodyTimeout`), or its request ended and the next one's are awaited.
     private func headersArrived(on connection: OpaquePointer, _ arrived: Bool) {
         let key = key(of: connection)
         headerWatch.withLock { watch in
             guard watch.sockets[key] != nil else { return }
             watch.awaiting[key] = arrived ? nil : ContinuousClock.now
+            watch.bodyDeadlines[key] = arrived ? ContinuousClock.now + bodyTimeout : nil
+        }
+    }
+
+    /// `count` more bytes of the body on `connection` came in (the deadline moves on by their
+    /// share of a second), or (0) all of it has.
+    private func bodyReceived(on connection: OpaquePointer, _ count: Int) {
+        let key = key(of: connection)
+        headerWatch.withLock { watch in
+            guard let deadline = watch.bodyDeadlines[key] else { return }
+            watch.bodyDeadlines[key] = count == 0 ? nil
+                : deadline + .milliseconds(count * 1_000 / HTTPServer.bodyBytesPerSecond)
         }
     }
 
@@ -359,6 +395,7 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let request = Unmanaged<Request>.fromOpaque(state.pointee!).takeUnretainedValue()
         if uploadSize.pointee > 0 {
+            bodyReceived(on: connection, uploadSize.pointee)
             if request.body.count + uploadSize.pointee > HTTPServer.maxBody {
                 request.bodyTooLarge = true
             } else if let upload {
@@ -369,6 +406,7 @@ public final class HTTPServer: @unchecked Sendable {
             uploadSize.pointee = 0
             return .YES
         }
+        bodyReceived(on: connection, 0)  // the whole request is in
         // A write that finished while the connection was suspended.
         if request.submitted {
             guard let response = request.lock.withLock({ $0 }) else { return .YES }

@@ -376,12 +376,14 @@ struct CommandTests {
         }
     }
 
-    @Test("serve refuses a bad --heartbeat, --idle-timeout or --header-timeout with a usage error, before listening")
+    @Test("serve refuses a bad --heartbeat, --idle-timeout, --header-timeout, --body-timeout or --per-address-limit with a usage error, before listening")
     func serveUsage() throws {
         withTemporaryLedger { db in
             for (option, value, message) in [("--idle-timeout", "0", "'--idle-timeout' needs whole seconds from 1 to 86400, got '0'"),
                                              ("--idle-timeout", "1.5", "'--idle-timeout' needs whole seconds from 1 to 86400, got '1.5'"),
                                              ("--header-timeout", "0", "'--header-timeout' needs whole seconds from 1 to 86400, got '0'"),
+                                             ("--body-timeout", "x", "'--body-timeout' needs whole seconds from 1 to 86400, got 'x'"),
+                                             ("--per-address-limit", "-1", "'--per-address-limit' needs a whole number from 0 to 65000, got '-1'"),
                                              ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'")] {
                 let run = ledger(["serve", "--listen", "127.0.0.1:0", option, value], db: db)
                 #expect(run.status == 64, "\(option) \(value)")

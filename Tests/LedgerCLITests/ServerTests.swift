@@ -465,6 +465,85 @@ struct ServerTests {
         }
     }
 
+    /// The idle timeout restarts at every byte and the header timeout ends with the headers:
+    /// a client that sent a large Content-Length and then a byte at a time held its
+    /// connection for ever.
+    @Test("--body-timeout closes a connection dripping its body, but not one sending at the rate, nor a stream")
+    func bodyTimeout() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let server = try ServerProcess(binary: binary, db: db, heartbeat: 1,
+                                           arguments: ["--no-auth", "--idle-timeout", "60", "--body-timeout", "1"])
+            defer { server.stop() }
+            let stream = try SSEStream(port: server.port, path: "/v1/subscribe/daily")
+            #expect(stream.status == 200)
+            // A body of 24,000 bytes or so sent in twelve parts over about 3 s: past the 1 s, but
+            // each part buys 2 s more.
+            let lines = (0..<140).map { step("u\($0)", minute: $0 % 60) }.joined(separator: "\n") + "\n"
+            let body = Array(lines.utf8)
+            let steady = try KeepAliveConnection(port: server.port)
+            try steady.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
+            let part = (body.count + 11) / 12
+            var sentAt = 0
+            let dripping = try KeepAliveConnection(port: server.port)
+            try dripping.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n".utf8))
+            let started = Date()
+            var closed = false
+            while !closed, Date().timeIntervalSince(started) < 15 {
+                if sentAt < body.count {
+                    try steady.send(Array(body[sentAt..<min(body.count, sentAt + part)]))
+                    sentAt += part
+                }
+                do {
+                    try dripping.send([UInt8(ascii: " ")])
+                    closed = try dripping.waitForClose(timeout: 0.25)
+                } catch {
+                    closed = true  // the send failed: the server had closed it
+                }
+            }
+            #expect(closed, "a connection dripping its body was still open after 15 s")
+            #expect(Date().timeIntervalSince(started) < 10)
+            while sentAt < body.count {
+                try steady.send(Array(body[sentAt..<min(body.count, sentAt + part)]))
+                sentAt += part
+                Thread.sleep(forTimeInterval: 0.25)
+            }
+            #expect(Date().timeIntervalSince(started) > 2.5)
+            let answer = try steady.request("GET", path: "/v1/health")  // after the POST's answer
+            #expect(answer.status == 200)
+            #expect(try http("GET", port: server.port, path: "/v1/health").body.contains(#""head":140"#))
+            let heartbeats = Date()
+            while Date().timeIntervalSince(heartbeats) < 2.5 {
+                #expect(try stream.next(timeout: 5) != nil, "the stream was cut")
+            }
+        }
+    }
+
+    @Test("--per-address-limit closes connections past the limit from one address as they open")
+    func perAddressLimit() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--no-auth", "--per-address-limit", "2"])
+            defer { server.stop() }
+            let first = try KeepAliveConnection(port: server.port)
+            #expect(try first.request("GET", path: "/v1/health").status == 200)
+            do {
+                let second = try KeepAliveConnection(port: server.port)
+                #expect(try second.request("GET", path: "/v1/health").status == 200)
+                let third = try KeepAliveConnection(port: server.port)
+                #expect(throws: (any Error).self) { try third.request("GET", path: "/v1/health", timeout: 5) }
+            }
+            // With the second closed, a new connection is taken again.
+            var answered = false
+            for _ in 0..<50 where !answered {
+                answered = (try? KeepAliveConnection(port: server.port).request("GET", path: "/v1/health", timeout: 5).status) == 200
+                if !answered { Thread.sleep(forTimeInterval: 0.1) }
+            }
+            #expect(answered)
+            #expect(try first.request("GET", path: "/v1/health").status == 200)
+        }
+    }
+
     /// The server's bus took LMDB's meta page moving for a commit it could read; in the
     /// disk flush between the two, streams read nothing new and suspended, and the change
     /// waited for the next commit or heartbeat (about 3 % of commits in the benchmark).
