@@ -245,6 +245,46 @@ extension Commands {
         return 0
     }
 
+    static let backupCommand = Command(
+        name: "backup",
+        abstract: "Copy the ledger, as it stands, into a new directory, and check the copy's hash chain.",
+        usage: "ledger backup DEST [--db PATH]",
+        discussion: """
+        DEST must not exist, or be an empty directory. The copy is one consistent snapshot \
+        (LMDB's mdb_env_copy, as mdb_copy makes), taken while appends and 'ledger serve' go on; \
+        it holds the log, its indexes, the projections and the API clients, and is a ledger \
+        of its own: use it with --db DEST, or copy it back in place of a damaged one. The copy \
+        is written under another name and renamed when whole, so one cut short is never taken \
+        for a backup. Its hash chain is then walked from seq 1, and stdout says the head seq \
+        and hash it holds: keep them to prove later that the log up to there was not rewritten.
+        """,
+        arguments: [("DEST", "A directory to make (or an empty one) for the copy.")],
+        options: [helpOption, dbOption],
+        maxPositionals: 1
+    ) { arguments, context in
+        guard let destination = arguments.positionals.first else {
+            throw CLIError.usage("missing DEST, the directory to copy the ledger into", usage: arguments.usage)
+        }
+        guard !destination.isEmpty else { throw CLIError.usage("DEST must not be empty", usage: arguments.usage) }
+        let log = try context.openLog(arguments, create: false)
+        if (destination as NSString).standardizingPath == (log.path as NSString).standardizingPath {
+            throw CLIError.usage("DEST is the ledger itself; a backup goes into another directory", usage: arguments.usage)
+        }
+        let bytes = try log.backup(to: destination)
+        let copy = try EventLog(path: destination, create: false)
+        let progress = ProgressLine(sink: context.stderr) { "checking the copy: \($0) events…" }
+        defer { progress?.finish() }
+        let report: EventLog.VerifyReport
+        do {
+            report = try copy.walkChain(progress: progress?.show)
+        } catch let error as LedgerError {
+            throw CLIError.runtime("the copy at '\(destination)' was written but does not check (\(error.description)); the ledger it was copied from is likely damaged the same way: run 'ledger verify' on it")
+        }
+        progress?.finish()
+        context.stdout.write("backed up to \(destination): \(report.verified) events, head seq \(report.head.seq), hash \(report.head.hash.hex), \(bytes) bytes; the copy's hash chain checks from seq 1\n")
+        return 0
+    }
+
     static let statsCommand = Command(
         name: "stats",
         abstract: "Print counts, head, sizes, settings and the projections' position.",

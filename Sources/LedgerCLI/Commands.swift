@@ -6,7 +6,7 @@ import LedgerStore
 enum Commands {
     static let all: [Command] = [
         initCommand, appendCommand, logCommand, projectCommand, replayCommand, rebuildCommand,
-        verifyCommand, statsCommand, importCommand, subscribeCommand, serveCommand, clientCommand,
+        verifyCommand, statsCommand, backupCommand, importCommand, subscribeCommand, serveCommand, clientCommand,
     ]
 
     static func named(_ name: String) -> Command? {

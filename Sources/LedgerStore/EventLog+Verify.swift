@@ -9,6 +9,26 @@ extension EventLog {
         public var head: Head
     }
 
+    /// Recomputes the hash chain from `seq` 1 to the head, and checks that positions are
+    /// gapless and times do not go back: the chain alone, without `verifyChain`'s decoding of
+    /// every event and its other checks (about a tenth of its time). What `backup` checks its
+    /// copy with. Throws `LedgerError.corrupt` naming the first bad `seq`.
+    public func walkChain(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
+        var chain = ChainWalk()
+        var last: Timestamp?
+        try environment.read { txn in
+            try txn.scan(events) { key, value in
+                let raw = RawRecord(seq: try seq(key, in: "events"), value)
+                guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: raw.bytes); return false }
+                try chain.check(raw)
+                last = raw.recorded
+                if raw.seq % EventLog.progressStep == 0 { progress?(raw.seq) }
+                return true
+            }
+        }
+        return VerifyReport(verified: chain.expected - 1, head: Head(seq: chain.expected - 1, hash: chain.previousHash, recorded: last))
+    }
+
     /// Recomputes the hash chain from `seq` 1 and checks that positions are gapless and that
     /// every stored event decodes. Throws `LedgerError.corrupt` naming the first bad `seq`.
     /// `progress` is called every `progressStep` (65,536) events with the count so far.

@@ -32,6 +32,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case notALedger(path: String, reason: String)
     /// The ledger's file is damaged in a way no command can read past.
     case damaged(path: String, reason: String)
+    /// `backup` could not write its copy at `path`; nothing of it was left there.
+    case backupFailed(path: String, reason: String)
 
     public var description: String {
         switch self {
@@ -63,6 +65,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "'\(path)' holds an LMDB environment that is not a ledger (\(reason)); nothing was read or written. Point --db at a ledger directory"
         case .damaged(let path, let reason):
             "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup (mdb_copy makes one)"
+        case .backupFailed(let path, let reason):
+            "cannot back up to '\(path)': \(reason); nothing was written there"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         }

@@ -420,7 +420,7 @@ struct HelpTests {
             let word = line.split(separator: " ").first.map(String.init) ?? ""
             return line.hasPrefix("  ") && word != "See" && word.allSatisfy(\.isLowercase) ? word : nil
         }
-        #expect(commands.count == 12, "\(commands)")
+        #expect(commands.count == 13, "\(commands)")
         for command in commands {
             let help = ledger([command, "--help"]).stdout.split(separator: "\n")
             let usage = help.first { $0.hasPrefix("USAGE:") } ?? ""

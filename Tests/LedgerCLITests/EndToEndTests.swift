@@ -1,6 +1,6 @@
 import Foundation
 import LedgerCore
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Testing
 
@@ -24,6 +24,92 @@ struct EndToEndTests {
             let verify = try runProcess(binary, ["verify"], environment: ["LEDGER_DB": db])
             #expect(verify.status == 0)
             #expect(verify.stdout.hasPrefix("ok: 3 events"))
+        }
+    }
+
+    /// Copying `data.mdb` while a writer commits can tear it; `mdb_copy` is not installed with
+    /// the ledger. `backup` takes one snapshot, whatever runs meanwhile.
+    @Test("backup copies one consistent snapshot while appends go on, and the copy is a ledger with the same log")
+    func backupWhileAppending() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 2_000).utf8)).status == 0)
+            #expect(try runProcess(binary, ["client", "add", "coach", "--db", db]).status == 0)
+            let root = NSTemporaryDirectory() + "ledger-backups-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            // Another process appends small batches while three backups run.
+            let writer = try SpawnedGroup(shell: #"i=0; while [ $i -lt 400 ]; do printf '{"kind":"sample","user":"w","type":"steps","value":1,"start":"2026-03-01T00:%02d:00Z","end":"2026-03-01T00:%02d:30Z","source":"s%d"}\n' $((i % 60)) $((i % 60)) $i | "$LEDGER" append --db "$DB" > /dev/null || exit 1; i=$((i+1)); done"#,
+                                          environment: ["LEDGER": binary, "DB": db])
+            defer { writer.killGroup() }
+            // The backups start once the writer has committed, and run beside its next commits.
+            var writing = false
+            for _ in 0..<500 where !writing {
+                writing = try !runProcess(binary, ["log", "--db", db, "--from", "2001", "--limit", "1"]).stdout.isEmpty
+                if !writing { usleep(10_000) }
+            }
+            #expect(writing, "the writer never appended")
+            var heads: [UInt64] = []
+            for index in 0..<3 {
+                let destination = root + "/copy\(index)"
+                let backup = try runProcess(binary, ["backup", destination, "--db", db])
+                #expect(backup.status == 0, "\(backup.stderr)")
+                let words = backup.stdout.split(separator: " ").map(String.init)
+                #expect(backup.stdout.hasPrefix("backed up to \(destination): ") && backup.stdout.hasSuffix("; the copy's hash chain checks from seq 1\n"), "\(backup.stdout)")
+                let head = try #require(words.firstIndex(of: "seq").flatMap { UInt64(words[$0 + 1].dropLast()) })
+                let hash = try #require(words.firstIndex(of: "hash").map { String(words[$0 + 1].dropLast()) })
+                heads.append(head)
+                // The copy holds the source's log up to its head, byte for byte, hash included.
+                let copied = try runProcess(binary, ["log", "--db", destination])
+                let source = try runProcess(binary, ["log", "--db", db, "--limit", "\(head)"])
+                #expect(copied.stdout == source.stdout && !copied.stdout.isEmpty)
+                #expect(copied.stdout.split(separator: "\n").last?.contains(#""hash":"\#(hash)""#) == true)
+                // And it is a whole ledger: projections as the source's were at that seq, the
+                // clients, and verify's every check.
+                let rows = try runProcess(binary, ["project", "daily", "--db", destination])
+                let then = try runProcess(binary, ["replay", "--to-seq", "\(head)", "--db", db])
+                #expect(rows.stdout == then.stdout && rows.status == 0)
+                #expect(try runProcess(binary, ["client", "list", "--db", destination]).stdout.contains(#""name":"coach""#))
+                let verify = try runProcess(binary, ["verify", "--db", destination])
+                #expect(verify.status == 0 && verify.stdout.hasPrefix("ok: \(head) events"), "\(verify.stdout)\(verify.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: destination + "/data.mdb.partial"))
+            }
+            #expect(heads.allSatisfy { $0 > 2_000 }, "\(heads)")
+        }
+    }
+
+    @Test("backup refuses a destination that is not new or empty, writing nothing, and names a damaged source's seq")
+    func backupRefusals() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 20).utf8)).status == 0)
+            let root = NSTemporaryDirectory() + "ledger-backups-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: root + "/full", withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: root) }
+            try Data("keep".utf8).write(to: URL(fileURLWithPath: root + "/full/notes.txt"))
+            let full = try runProcess(binary, ["backup", root + "/full", "--db", db])
+            #expect(full.status == 1 && full.stderr == "Error: cannot back up to '\(root)/full': the directory is not empty (it holds notes.txt); a backup goes into a new or empty directory, so that it never mixes with or overwrites another; nothing was written there\n", "\(full.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/full") == ["notes.txt"])
+            let file = try runProcess(binary, ["backup", root + "/full/notes.txt", "--db", db])
+            #expect(file.status == 1 && file.stderr.contains("it is a file"))
+            let under = try runProcess(binary, ["backup", root + "/full/notes.txt/copy", "--db", db])
+            #expect(under.status == 1 && under.stderr.hasPrefix("Error: cannot back up to '\(root)/full/notes.txt/copy': Not a directory"), "\(under.stderr)")
+            #expect(try runProcess(binary, ["backup", db, "--db", db]).status == 64)
+            #expect(try runProcess(binary, ["backup", "--db", db]).status == 64)
+            // An empty directory is taken.
+            try FileManager.default.createDirectory(atPath: root + "/empty", withIntermediateDirectories: false)
+            #expect(try runProcess(binary, ["backup", root + "/empty", "--db", db]).status == 0)
+            // A source whose seq 13 was altered: the copy mirrors it, and its check names the seq.
+            do {
+                let log = try EventLog(path: db, create: false)
+                try log.environment.write { txn in
+                    var bytes = try #require(try txn.get(log.events, UInt64(13).bigEndianBytes))
+                    bytes[bytes.count - 5] ^= 0x01
+                    try txn.put(log.events, UInt64(13).bigEndianBytes, bytes)
+                }
+            }
+            let damaged = try runProcess(binary, ["backup", root + "/damaged", "--db", db])
+            #expect(damaged.status == 1 && damaged.stderr.hasPrefix("Error: the copy at '\(root)/damaged' was written but does not check (seq 13 is corrupt: its hash does not match"), "\(damaged.stderr)")
+            #expect(damaged.stderr.hasSuffix("the ledger it was copied from is likely damaged the same way: run 'ledger verify' on it\n"))
         }
     }
 

@@ -200,7 +200,7 @@ struct HealthExportReaderTests {
         ]
         for (text, line, message) in cases {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).xml").path
-            FileManager.default.createFile(atPath: path, contents: Data(text))
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(text)))
             defer { try? FileManager.default.removeItem(atPath: path) }
             #expect {
                 _ = try readAll(path)

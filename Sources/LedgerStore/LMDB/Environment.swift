@@ -255,6 +255,26 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
+    /// Writes a consistent copy of the environment, as one read snapshot sees it, to `fd`
+    /// (`mdb_env_copyfd2`, what `mdb_copy` does): writers go on meanwhile. Returns nothing;
+    /// the copy's head is read from the copy itself.
+    func copy(to fd: Int32) throws {
+        var attempts = 0
+        while true {
+            resizeLock.lockShared()
+            let code = mdb_env_copyfd2(handle, fd, 0)
+            resizeLock.unlockShared()
+            if code == MDB_MAP_RESIZED, attempts < 3 {
+                // Another process grew the map: adopt its size, as `transaction` does.
+                attempts += 1
+                try resizeLock.withExclusive { try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize") }
+                continue
+            }
+            try check(code, "mdb_env_copyfd2")
+            return
+        }
+    }
+
     /// On read-only media, without LMDB's lock, a writer elsewhere (through another mount,
     /// opened after the check in `init`) does not know of this process's snapshot: the second
     /// commit after it may rewrite its pages. A read is only used if no commit at all followed
