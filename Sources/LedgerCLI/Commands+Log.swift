@@ -116,15 +116,27 @@ extension Commands {
     static let logCommand = Command(
         name: "log",
         abstract: "Print events as stored, with seq, recorded and hash.",
-        usage: "ledger log [--db PATH] [--from SEQ] [--limit N] [--user U] [--kind K] [--format FORMAT]",
-        discussion: "--from is inclusive: '--from 5' starts at the event with seq 5.",
+        usage: "ledger log [--db PATH] [--from SEQ] [--limit N] [--user U] [--kind K] [--id ID] [--format FORMAT]",
+        discussion: """
+        --from is inclusive: '--from 5' starts at the event with seq 5. --id prints the event \
+        with that id and, for a sample, every correction of it after it: what became of one \
+        sample, with the seq and hash of each step.
+        """,
         options: [helpOption, dbOption, formatOption,
                   OptionSpec(name: "from", value: "SEQ", help: "First seq to print (default: 1)."),
                   OptionSpec(name: "limit", value: "N", help: "Print at most N events."),
                   OptionSpec(name: "user", value: "U", help: "Only events about user U (a correction is about its target's user)."),
-                  OptionSpec(name: "kind", value: "K", help: "Only events of kind K: sample, correction, grant, revoke, profile.")]
+                  OptionSpec(name: "kind", value: "K", help: "Only events of kind K: sample, correction, grant, revoke, profile."),
+                  OptionSpec(name: "id", value: "ID", help: "Only the event with id ID (a UUID) and the corrections that target it.")]
     ) { arguments, context in
         let usage = arguments.usage
+        var id: UUID?
+        if let text = arguments.value("id") {
+            guard let parsed = UUID(uuidString: text) else {
+                throw CLIError.usage("'--id' needs a UUID like 6f1c2a1e-8d4b-4c1e-9a7e-2b5f0c3d4e5f, got '\(text)'", usage: usage)
+            }
+            id = parsed
+        }
         let format = try OutputFormat.resolve(arguments.value("format"), sink: context.stdout, usage: usage)
         let from = try arguments.value("from").map { try parseCount($0, option: "from", usage: usage) } ?? 1
         let limit = try arguments.value("limit").map { try parseSize($0, option: "limit", usage: usage) }
@@ -137,6 +149,8 @@ extension Commands {
         }
         let user = arguments.value("user")
         let log = try context.openLog(arguments, create: false)
+        let start = try log.walkStart(from: from, id: id)
+        if let id, start == nil { context.stderr.write("note: no event in this ledger has id \(id.lowercased)\n") }
 
         // The table, for people, summarises each event and ends with its full hash (what an
         // auditor keeps, SPEC §7); csv, ndjson and json carry the stored event itself.
@@ -147,10 +161,11 @@ extension Commands {
         // Whose event each is matters to `--user` and to the columns of table and csv only:
         // ndjson and json of a whole log build no map of its samples.
         let needsUser = user != nil || format == .table || format == .csv
-        try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
+        try log.forEachRecord(after: start ?? .max) { record in
             if let limit, printed >= limit { return false }
             let event = try record.typedEvent()
             if let kind, event.payload.kind != kind { return true }
+            if let id, !EventLog.isEvent(event, orCorrectionOf: id) { return true }
             let eventUser = needsUser ? try log.user(of: event, known: &userOfSample) : ""
             if let user, !sameName(eventUser, user) { return true }
             printed += 1

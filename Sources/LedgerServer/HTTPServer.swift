@@ -754,16 +754,23 @@ public final class HTTPServer: @unchecked Sendable {
             }
             kind = parsed
         }
+        // As `log --id`: the event with that id and the corrections of it.
+        var id: UUID?
+        if let text = arguments["id"] {
+            guard let parsed = UUID(uuidString: text) else { return .error(400, "'id' needs a UUID, got '\(text)'") }
+            id = parsed
+        }
         let user = arguments["user"]
         var known: [UUID: String] = [:]
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {
-            try log.forEachRecord(after: from > 0 ? from - 1 : 0) { record in
+            try log.forEachRecord(after: try log.walkStart(from: from, id: id) ?? .max) { record in
                 if count >= limit { return false }
-                if kind != nil || user != nil {
+                if kind != nil || user != nil || id != nil {
                     let event = try record.typedEvent()
                     if let kind, event.payload.kind != kind { return true }
+                    if let id, !EventLog.isEvent(event, orCorrectionOf: id) { return true }
                     if let user {
                         // `known` keeps only the asked user's samples (at most a page): a
                         // correction of anyone else's is looked up in the log instead.
@@ -1092,7 +1099,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// return everything. Others are ignored, as HTTP clients add their own (`_=` to defeat
     /// caches, an EventSource polyfill's `lastEventId`, which a stream reads, `utm_…`).
     static let queryArguments: [String: [String]] = [
-        "v1/events": ["from", "limit", "user", "kind"],
+        "v1/events": ["from", "limit", "user", "kind", "id"],
         "v1/projections/*": ["user", "type", "from", "to", "date", "fallback"],
         "v1/replay/*": ["user", "type", "from", "to", "to_seq", "to_date", "date", "fallback"],
         "v1/subscribe/*": ["user", "type", "from", "lastEventId"],

@@ -326,6 +326,23 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// Where a walk of the log (`forEachRecord(after:)`) for the events from seq `from` on
+    /// begins, when it looks (with `id`) for the event with that id and the corrections of it
+    /// (`log --id`, `GET /v1/events?id=`): at that event, as its corrections all come after
+    /// it. Nil when no event has `id`.
+    public func walkStart(from: UInt64, id: UUID?) throws -> UInt64? {
+        let start = from > 0 ? from - 1 : 0
+        guard let id else { return start }
+        return try record(id: id).map { max(start, $0.seq - 1) }
+    }
+
+    /// Whether `event` is the one with `id`, or a correction of it.
+    public static func isEvent(_ event: (id: UUID, payload: Event.Payload), orCorrectionOf id: UUID) -> Bool {
+        if event.id == id { return true }
+        if case .correction(let correction) = event.payload { return correction.target == id }
+        return false
+    }
+
     /// Visits records with `seq > after` in order until `body` returns false. Each read
     /// transaction covers at most `chunk` records, so a slow consumer never pins old pages.
     /// A record that cannot be decoded throws once every record before it has been visited

@@ -186,6 +186,38 @@ struct CommandTests {
         }
     }
 
+    @Test("log --id prints the event with that id and the corrections of it, after --from, with --kind")
+    func logByID() throws {
+        withTemporaryLedger { db in
+            let sample = "11111111-2222-4333-8444-555555555555", other = "66666666-7777-4888-8999-aaaaaaaaaaaa"
+            let lines = [
+                #"{"kind":"sample","id":"\#(other)","type":"steps","value":5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:01:00Z","source":"a"}"#,
+                #"{"kind":"sample","id":"\#(sample)","type":"steps","value":7,"start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"a"}"#,
+                #"{"kind":"correction","target":"\#(other)","action":"amend","value":6,"reason":"other"}"#,
+                #"{"kind":"correction","target":"\#(sample)","action":"amend","value":8,"reason":"first"}"#,
+                #"{"kind":"grant","user":"default","client":"x","read":["steps"]}"#,
+                #"{"kind":"correction","target":"\#(sample)","action":"retract","reason":"second"}"#,
+            ]
+            #expect(ledger(["append"], stdin: lines.joined(separator: "\n"), db: db).status == 0)
+            func seqs(_ arguments: [String]) -> [Int] {
+                ledger(["log", "--format", "ndjson"] + arguments, db: db).stdout.split(separator: "\n").compactMap { line in
+                    (try? JSONValue.parse(Array(line.utf8)))?.objectValue?["seq"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } }
+                }
+            }
+            #expect(seqs(["--id", sample]) == [2, 4, 6])
+            #expect(seqs(["--id", sample.uppercased()]) == [2, 4, 6])
+            #expect(seqs(["--id", other]) == [1, 3])
+            #expect(seqs(["--id", sample, "--kind", "correction"]) == [4, 6])
+            #expect(seqs(["--id", sample, "--from", "5"]) == [6])
+            #expect(seqs(["--id", sample, "--limit", "2"]) == [2, 4])
+            let missing = ledger(["log", "--format", "json", "--id", "00000000-0000-4000-8000-000000000000"], db: db)
+            #expect(missing.status == 0 && missing.stdout == "[]\n")
+            #expect(missing.stderr == "note: no event in this ledger has id 00000000-0000-4000-8000-000000000000\n")
+            let bad = ledger(["log", "--id", "12345"], db: db)
+            #expect(bad.status == 64 && bad.stderr.hasPrefix("Error: '--id' needs a UUID like "), "\(bad.stderr)")
+        }
+    }
+
     /// A set-up script that runs `ledger init` twice must not move the zone: a bare `init`
     /// set an empty ledger's zone back to UTC, and failed on one holding events.
     @Test("init without --timezone leaves an existing ledger's zone as it is")

@@ -263,6 +263,18 @@ struct ServerTests {
             #expect(try get("/v1/events?kind=grant").body.hasPrefix("[]"))
             #expect(try get("/v1/events?kind=sample&user=ann").body.components(separatedBy: "\"user\":\"ann\"").count == 3)
             #expect(try get("/v1/events?kind=foo").status == 400)
+            // And `log --id`: the event with that id and the corrections of it.
+            func items(_ body: String) throws -> [[String: JSONValue]] {
+                guard case .array(let items) = try JSONValue.parse(Array(body.utf8)) else { return [] }
+                return items.compactMap(\.objectValue)
+            }
+            let bobsID = try #require(try items(bobs.body).first?["id"]?.stringValue)
+            #expect(try f.post(#"{"kind":"correction","target":"\#(bobsID)","action":"retract","reason":"twice"}"#).status == 200)
+            let history = try get("/v1/events?id=\(bobsID)")
+            let kinds = try items(history.body).compactMap { $0["kind"]?.stringValue }
+            #expect(kinds == ["sample", "correction"], "\(history.body)")
+            #expect(try get("/v1/events?id=00000000-0000-4000-8000-000000000000").body.hasPrefix("[]"))
+            #expect(try get("/v1/events?id=x").status == 400)
             let page = try get("/v1/events?limit=10001")
             #expect(page.status == 400 && page.body.contains("from 0 to 10000"), "\(page.body)")
             // One day or a range, as the CLI: both is a 400, not the day silently winning.
