@@ -49,33 +49,6 @@ func isIgnored(_ signal: Int32) -> Bool {
     return unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
 }
 
-/// Whether `event` passes `subscribe events`' `--user` and `--type`: whose and of which type
-/// it is as `log --user` reads it. A correction is its target sample's; a grant or revoke is
-/// of the types it names; a profile of the types whose priority it sets, and of every type
-/// when it sets a zone (which moves every day). (An audit: corrections of the user's samples
-/// were dropped, and `--type steps` passed every event that was not a sample.) A correction's
-/// target is read when the correction comes, not remembered: the stream runs for ever.
-func eventPasses(_ event: (id: UUID, payload: Event.Payload), user: String?, type: QuantityType?,
-                 in log: EventLog) throws -> Bool {
-    var subject = event.payload.user
-    var types: [QuantityType]?  // nil: every type
-    switch event.payload {
-    case .sample(let sample):
-        types = [sample.type]
-    case .correction(let correction):
-        guard case .sample(let sample)? = try log.record(id: correction.target)?.typedEvent().payload else { return false }
-        subject = sample.user
-        types = [sample.type]
-    case .grant(let change), .revoke(let change):
-        types = change.read + change.share
-    case .profile(let profile):
-        types = profile.zone != nil ? nil : Array((profile.priority ?? [:]).keys)
-    }
-    if let user, !sameName(subject, user) { return false }
-    if let type, let types, !types.contains(type) { return false }
-    return true
-}
-
 /// `sigaction` for `signal`; with `restarting`, a system call it interrupts resumes (`SA_RESTART`).
 func installHandler(_ signal: Int32, restarting: Bool, _ handler: @convention(c) (Int32) -> Void) {
     var action = sigaction()
@@ -180,7 +153,7 @@ extension Commands {
                 let page = try log.records(after: cursor, limit: 1024)
                 for record in page {
                     if filter.user != nil || filter.type != nil,
-                       try !eventPasses(try record.typedEvent(), user: filter.user, type: filter.type, in: log) {
+                       try !log.eventPasses(try record.typedEvent(), user: filter.user, type: filter.type) {
                         cursor = record.seq
                         continue
                     }

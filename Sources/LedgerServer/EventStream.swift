@@ -23,12 +23,18 @@ import Synchronization
 /// A client that reconnects with `Last-Event-ID` set to either receives exactly what came
 /// after it. A stream whose client is removed (`ledger client remove`), or may no longer read
 /// any type it subscribed to (revoked), ends.
+///
+/// With `rawEvents` (`GET /v1/subscribe/events`, admin clients) it carries the events
+/// themselves, as `ledger subscribe events` prints them: `id: <seq>`, `event: event`,
+/// `data: <the event as stored, with seq, recorded and hash>`, filtered by `filter.user` and
+/// `filter.type` as `eventPasses` reads them.
 final class EventStream: @unchecked Sendable {
     // @unchecked: `connection` is only used on libmicrohttpd's thread or under `lock`;
     // `pending` and `cursor` are touched only from `fill`, which MHD calls on its one thread.
     let connection: OpaquePointer
     let server: HTTPServer
     private let filter: ChangeFilter
+    private let rawEvents: Bool
     private let client: APIClient?
     private var cursor: UInt64
     /// Changes of seq `cursor + 1` the client already has (from a `SEQ.K` event id).
@@ -44,11 +50,12 @@ final class EventStream: @unchecked Sendable {
     }
     private let lock = Mutex(WakeState())
 
-    init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, client: APIClient?,
-         cursor: UInt64, sentOfNext: Int = 0) {
+    init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, rawEvents: Bool = false,
+         client: APIClient?, cursor: UInt64, sentOfNext: Int = 0) {
         self.connection = connection
         self.server = server
         self.filter = filter
+        self.rawEvents = rawEvents
         self.client = client
         self.cursor = cursor
         self.sentOfNext = sentOfNext
@@ -79,7 +86,7 @@ final class EventStream: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             if lock.withLock({ $0.closing }) { return -1 }
-            let moved = readChanges()
+            let moved = rawEvents ? readEvents() : readChanges()
             if !pending.isEmpty { break }
             // Changes the filter or the client's grants left out still moved the cursor: read
             // on rather than suspend until the next commit or heartbeat.
@@ -134,6 +141,25 @@ final class EventStream: @unchecked Sendable {
         if through > cursor { sentOfNext = 0 }
         defer { cursor = through }
         return through != cursor
+    }
+
+    /// Reads events after the cursor into `pending`, those the filter passes. Returns whether
+    /// the cursor moved.
+    private func readEvents() -> Bool {
+        guard let page = try? server.log.records(after: cursor, limit: 512) else { return false }
+        for record in page {
+            if filter.user != nil || filter.type != nil {
+                guard let event = try? record.typedEvent(),
+                      let passes = try? server.log.eventPasses(event, user: filter.user, type: filter.type) else { break }
+                if !passes {
+                    cursor = record.seq
+                    continue
+                }
+            }
+            pending += Array("id: \(record.seq)\nevent: event\ndata: ".utf8) + record.json + [0x0A, 0x0A]
+            cursor = record.seq
+        }
+        return !page.isEmpty
     }
 
     /// Wakes the stream: resumes it if suspended, or makes its next `fill` look again.

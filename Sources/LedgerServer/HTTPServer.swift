@@ -910,8 +910,9 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func subscribe(_ name: String, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
+        if name == "events" { return subscribeToEvents(connection: connection, client: client) }
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
-            return queue(.error(404, "unknown projection '\(name)'"), on: connection)
+            return queue(.error(404, "unknown projection '\(name)' (or events)"), on: connection)
         }
         var filter = ChangeFilter(projection: projection, user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
@@ -943,8 +944,41 @@ public final class HTTPServer: @unchecked Sendable {
         } else {
             cursor = (try? log.head().seq) ?? 0
         }
-        let stream = EventStream(connection: connection, server: self, filter: filter, client: client,
-                                 cursor: cursor, sentOfNext: sentOfNext)
+        return openStream(EventStream(connection: connection, server: self, filter: filter, client: client,
+                                      cursor: cursor, sentOfNext: sentOfNext), on: connection)
+    }
+
+    /// `GET /v1/subscribe/events`: the events themselves as they are committed, for admin
+    /// clients (as `GET /v1/events`), from `from` / `Last-Event-ID` (a seq) or now, filtered by
+    /// `user` and `type` as `ledger subscribe events` filters.
+    private func subscribeToEvents(connection: OpaquePointer, client: APIClient?) -> MHD_Result {
+        if let client, !client.admin {
+            return queue(.error(403, "the raw event log is for admin clients; subscribe to projections instead"), on: connection)
+        }
+        var filter = ChangeFilter(user: value(connection, kind: .GET_ARGUMENT_KIND, "user"))
+        if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
+            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
+            filter.type = type
+        }
+        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID").map { $0.trimmingCharacters(in: .whitespaces) }
+            ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
+        let head = (try? log.head().seq) ?? 0
+        var cursor = head
+        if let resume, resume != "now" {
+            guard let seq = UInt64(resume) else {
+                return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or now)"), on: connection)
+            }
+            if let refusal = ChangePosition(after: seq, sentOfNext: 0).pastHead(head, given: resume) {
+                return queue(.error(409, refusal), on: connection)
+            }
+            cursor = seq
+        }
+        return openStream(EventStream(connection: connection, server: self, filter: filter, rawEvents: true,
+                                      client: client, cursor: cursor), on: connection)
+    }
+
+    /// Registers `stream` and answers `connection` with it, as Server-Sent Events.
+    private func openStream(_ stream: EventStream, on connection: OpaquePointer) -> MHD_Result {
         register(stream)
         let context = Unmanaged.passRetained(stream).toOpaque()
         guard let response = mhd.createResponseFromCallback(UInt64.max, 16 * 1024, { context, _, buffer, max in

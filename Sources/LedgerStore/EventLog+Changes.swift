@@ -169,3 +169,32 @@ public struct ChangePosition: Equatable, Sendable {
         }
     }
 }
+
+extension EventLog {
+    /// Whether `event` passes a stream of events' `user` and `type` (`subscribe events`,
+    /// `GET /v1/subscribe/events`): whose and of which type it is as `log --user` reads it. A
+    /// correction is its target sample's; a grant or revoke is of the types it names; a
+    /// profile of the types whose priority it sets, and of every type when it sets a zone
+    /// (which moves every day). (An audit: corrections of the user's samples were dropped, and
+    /// `--type steps` passed every event that was not a sample.) A correction's target is read
+    /// when the correction comes, not remembered: the stream runs for ever.
+    public func eventPasses(_ event: (id: UUID, payload: Event.Payload), user: String?, type: QuantityType?) throws -> Bool {
+        var subject = event.payload.user
+        var types: [QuantityType]?  // nil: every type
+        switch event.payload {
+        case .sample(let sample):
+            types = [sample.type]
+        case .correction(let correction):
+            guard case .sample(let sample)? = try record(id: correction.target)?.typedEvent().payload else { return false }
+            subject = sample.user
+            types = [sample.type]
+        case .grant(let change), .revoke(let change):
+            types = change.read + change.share
+        case .profile(let profile):
+            types = profile.zone != nil ? nil : Array((profile.priority ?? [:]).keys)
+        }
+        if let user, !sameName(subject, user) { return false }
+        if let type, let types, !types.contains(type) { return false }
+        return true
+    }
+}

@@ -102,6 +102,50 @@ struct ServerTests {
         }
     }
 
+    /// `ledger subscribe events` had no HTTP counterpart: another service that wanted each
+    /// event as it was committed polled `GET /v1/events`.
+    @Test("GET /v1/subscribe/events streams the events as stored from a seq, then live, for admins, filtered by user")
+    func subscribeToEvents() throws {
+        try withServer { f in
+            #expect(try f.post(step(minute: 0) + "\n" + step("bob", minute: 1)).status == 200)  // seqs 1-2
+            let listed = try JSONValue.parse(Array(try http("GET", port: f.port, path: "/v1/events?from=2", headers: f.auth).body.utf8))
+            guard case .array(let items) = listed, let bobsID = items.first?.objectValue?["id"]?.stringValue else {
+                Issue.record("no event listed: \(listed)")
+                return
+            }
+            #expect(try f.post(#"{"kind":"correction","target":"\#(bobsID)","action":"retract","reason":"twice"}"#).status == 200)  // seq 3
+            let all = try SSEStream(port: f.port, path: "/v1/subscribe/events?from=0", headers: f.auth)
+            #expect(all.status == 200 && all.headers["content-type"] == "text/event-stream")
+            func expectEvent(_ stream: SSEStream, seq: Int, kind: String) throws {
+                let event = try #require(try stream.nextChange(timeout: 5))
+                #expect(event.id == "\(seq)" && event.event == "event", "\(event)")
+                let data = try #require(try JSONValue.parse(Array(event.data.joined().utf8)).objectValue)
+                #expect(data["seq"] == .int(Int64(seq)) && data["kind"]?.stringValue == kind && data["hash"]?.stringValue?.count == 64, "\(data)")
+            }
+            for (seq, kind) in [(1, "sample"), (2, "sample"), (3, "correction")] { try expectEvent(all, seq: seq, kind: kind) }
+            // Bob's: his sample and its correction, not ann's; from Last-Event-ID 2, seq 3 only.
+            let bobs = try SSEStream(port: f.port, path: "/v1/subscribe/events?user=bob&from=0", headers: f.auth)
+            try expectEvent(bobs, seq: 2, kind: "sample")
+            try expectEvent(bobs, seq: 3, kind: "correction")
+            let resumed = try SSEStream(port: f.port, path: "/v1/subscribe/events", headers: f.auth.merging(["Last-Event-ID": "2"]) { $1 })
+            try expectEvent(resumed, seq: 3, kind: "correction")
+            // Live: the next commit reaches every open stream; bob's skips ann's.
+            #expect(try f.post(step(minute: 5)).status == 200)  // seq 4, ann
+            #expect(try f.post(#"{"kind":"grant","user":"bob","client":"coach","read":["steps"]}"#).status == 200)  // seq 5
+            try expectEvent(all, seq: 4, kind: "sample")
+            try expectEvent(all, seq: 5, kind: "grant")
+            try expectEvent(resumed, seq: 4, kind: "sample")
+            try expectEvent(bobs, seq: 5, kind: "grant")
+            // Refusals: a partner (403), a position inside a seq (400), one past the head (409).
+            let coach = try f.addClient("coach")
+            let partner = try SSEStream(port: f.port, path: "/v1/subscribe/events?user=bob", headers: ["Authorization": "Bearer \(coach)"])
+            #expect(partner.status == 403)
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?from=2.0", headers: f.auth).status == 400)
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?from=6", headers: f.auth).status == 409)
+            #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?type=walking", headers: f.auth).status == 400)
+        }
+    }
+
     /// A leaked token had no remedy but `client remove` and `add`, which left the client
     /// without a token in between and made its operator pass `--admin` again.
     @Test("client rotate: the old token is refused at once and its stream ends; the new one keeps the grants")
