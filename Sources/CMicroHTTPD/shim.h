@@ -22,6 +22,11 @@ typedef __typeof__(&MHD_queue_response) ledger_MHD_queue_response_fn;
 typedef __typeof__(&MHD_lookup_connection_value) ledger_MHD_lookup_connection_value_fn;
 typedef __typeof__(&MHD_get_connection_values_n) ledger_MHD_get_connection_values_n_fn;
 typedef __typeof__(&MHD_get_connection_info) ledger_MHD_get_connection_info_fn;
+typedef __typeof__(&MHD_is_feature_supported) ledger_MHD_is_feature_supported_fn;
+
+static inline int ledger_mhd_supports_tls(ledger_MHD_is_feature_supported_fn supported) {
+    return supported(MHD_FEATURE_TLS) == MHD_YES;
+}
 
 /* MHD_start_daemon is variadic, which Swift cannot call: this fixes the options ledger uses.
  * epoll in one internal thread, suspend/resume for SSE streams and queued POSTs, an explicit
@@ -30,16 +35,30 @@ typedef __typeof__(&MHD_get_connection_info) ledger_MHD_get_connection_info_fn;
  * a connection limit high enough for thousands of idle subscribers, a limit per client
  * address (0: none; libmicrohttpd closes a connection past it as soon as it is accepted), and
  * an idle timeout (seconds without a byte read or written; suspended connections, such as
- * streams waiting for a change, never time out). */
+ * streams waiting for a change, never time out); with a key and certificate, HTTPS. */
 static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
                                                   const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
                                                   MHD_RequestCompletedCallback completed, void *completed_cls,
                                                   MHD_NotifyConnectionCallback connections, void *connections_cls,
                                                   unsigned int connection_limit, unsigned int per_address_limit,
-                                                  unsigned int idle_timeout) {
+                                                  unsigned int idle_timeout,
+                                                  const char *tls_key, const char *tls_cert) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
+    if (tls_key && tls_cert) {
+        /* HTTPS with GnuTLS: the key and certificate chain in PEM, in memory. */
+        return start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, handler_cls,
+                            MHD_OPTION_SOCK_ADDR, address,
+                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
+                            MHD_OPTION_NOTIFY_CONNECTION, connections, connections_cls,
+                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
+                            MHD_OPTION_HTTPS_MEM_KEY, tls_key,
+                            MHD_OPTION_HTTPS_MEM_CERT, tls_cert,
+                            MHD_OPTION_END);
+    }
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                             MHD_OPTION_SOCK_ADDR, address,
                             MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,

@@ -7,7 +7,7 @@ extension Commands {
     static let serveCommand = Command(
         name: "serve",
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
-        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--body-timeout SECONDS] [--per-address-limit N] [--audit-log PATH] [--client-named-sources]",
+        usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--body-timeout SECONDS] [--per-address-limit N] [--tls-cert PEM --tls-key PEM] [--audit-log PATH] [--client-named-sources]",
         discussion: """
         Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
         picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
@@ -27,6 +27,10 @@ extension Commands {
                              help: "Close a connection whose request body is not in this many seconds after its headers, plus one second per \(HTTPServer.bodyBytesPerSecond) bytes received (default: \(HTTPServer.defaultBodyTimeout))."),
                   OptionSpec(name: "per-address-limit", value: "N",
                              help: "Accept at most N connections at once from one client address; more are closed as they open (default: 0, no limit)."),
+                  OptionSpec(name: "tls-cert", value: "PEM",
+                             help: "Serve HTTPS with this certificate chain (PEM, the server's certificate first); needs --tls-key."),
+                  OptionSpec(name: "tls-key", value: "PEM",
+                             help: "The certificate's private key (PEM, not encrypted); needs --tls-cert."),
                   OptionSpec(name: "audit-log", value: "PATH",
                              help: "Append a line to PATH (- for stderr) for each POST that appended events: when, which client, which seqs."),
                   OptionSpec(name: "client-named-sources", value: nil,
@@ -62,6 +66,13 @@ extension Commands {
         let headerTimeout = try number("header-timeout", 1...86_400, what: "whole seconds", default: HTTPServer.defaultHeaderTimeout)
         let bodyTimeout = try number("body-timeout", 1...86_400, what: "whole seconds", default: HTTPServer.defaultBodyTimeout)
         let perAddressLimit = try number("per-address-limit", 0...HTTPServer.connectionLimit, what: "a whole number", default: 0)
+        var tls: HTTPServer.TLSFiles?
+        switch (arguments.value("tls-cert"), arguments.value("tls-key")) {
+        case (let certificate?, let key?): tls = HTTPServer.TLSFiles(key: key, certificate: certificate)
+        case (nil, nil): break
+        case (nil, _?): throw CLIError.usage("--tls-key needs --tls-cert, the certificate it belongs to", usage: usage)
+        case (_?, nil): throw CLIError.usage("--tls-cert needs --tls-key, the certificate's private key", usage: usage)
+        }
         // Thousands of idle streams need thousands of descriptors.
         var limit = rlimit()
         if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max {
@@ -71,7 +82,7 @@ extension Commands {
         let log = try context.openLog(arguments, create: true)
         let server = HTTPServer(log: log, authRequired: !arguments.has("no-auth"), heartbeat: heartbeat,
                                 idleTimeout: idleTimeout, headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
-                                perAddressLimit: perAddressLimit,
+                                perAddressLimit: perAddressLimit, tls: tls,
                                 auditLogPath: arguments.value("audit-log"), clientNamedSources: arguments.has("client-named-sources"))
         let bound: UInt16
         do {
@@ -81,10 +92,13 @@ extension Commands {
         }
         catchInterrupts()
         let shown = host.contains(":") ? "[\(host)]" : host
-        context.stdout.write("listening on http://\(shown):\(bound)\n")
+        context.stdout.write("listening on http\(tls == nil ? "" : "s")://\(shown):\(bound)\n")
         // A server is often started with its output closed or discarded: the line is for a
         // person or a script that wants the port, and losing it does not fail the server.
         context.stdout.forgetFailure()
+        if tls == nil, !loopback {
+            context.stderr.write("note: plain HTTP on \(shown), not a loopback address: bearer tokens and every user's data cross the network in clear; give --tls-cert and --tls-key, or put a TLS proxy in front\n")
+        }
         if !arguments.has("no-auth"), try log.clients().isEmpty {
             context.stderr.write("note: no API clients yet; create one with 'ledger client add NAME --admin'\n")
         }

@@ -104,6 +104,19 @@ public final class HTTPServer: @unchecked Sendable {
     }
     private let headerWatch = Mutex(HeaderWatch())
 
+    /// HTTPS: the private key and certificate chain, PEM, as `--tls-key` and `--tls-cert` gave
+    /// them (nil: plain HTTP).
+    public struct TLSFiles: Sendable {
+        public var key: String
+        public var certificate: String
+        public init(key: String, certificate: String) {
+            self.key = key
+            self.certificate = certificate
+        }
+    }
+    private let tls: TLSFiles?
+    public var isTLS: Bool { tls != nil }
+
     /// Where `start` opens the audit log (`AuditLog`), if anywhere.
     private let auditLogPath: String?
     private var auditLog: AuditLog?
@@ -111,8 +124,10 @@ public final class HTTPServer: @unchecked Sendable {
     public init(log: EventLog, authRequired: Bool, heartbeat: Duration = .seconds(15),
                 idleTimeout: Int = HTTPServer.defaultIdleTimeout,
                 headerTimeout: Int = HTTPServer.defaultHeaderTimeout, bodyTimeout: Int = HTTPServer.defaultBodyTimeout,
-                perAddressLimit: Int = 0, auditLogPath: String? = nil, clientNamedSources: Bool = false) {
+                perAddressLimit: Int = 0, tls: TLSFiles? = nil, auditLogPath: String? = nil,
+                clientNamedSources: Bool = false) {
         self.auditLogPath = auditLogPath
+        self.tls = tls
         self.log = log
         self.bus = ObserverBus(log: log)
         self.access = Access(log: log, clientNamedSources: clientNamedSources)
@@ -132,6 +147,17 @@ public final class HTTPServer: @unchecked Sendable {
     /// Binds `host:port` (port 0 picks a free one) and starts serving. Returns the bound port.
     public func start(host: String, port: UInt16) throws -> UInt16 {
         do { mhd = try LibMicroHTTPD.load() } catch { throw StartError(description: error.description) }
+        var pem: (key: String, certificate: String)?
+        if let tls {
+            guard ledger_mhd_supports_tls(mhd.isFeatureSupported) != 0 else {
+                throw StartError(description: "this system's libmicrohttpd was built without TLS; serve plain HTTP behind a TLS proxy instead")
+            }
+            pem = (try HTTPServer.readPEM(tls.key, option: "--tls-key", marker: "PRIVATE KEY-----"),
+                   try HTTPServer.readPEM(tls.certificate, option: "--tls-cert", marker: "-----BEGIN CERTIFICATE-----"))
+            if pem!.key.contains("BEGIN ENCRYPTED PRIVATE KEY") || pem!.key.contains("Proc-Type: 4,ENCRYPTED") {
+                throw StartError(description: "--tls-key \(tls.key) is encrypted, and the server cannot ask for its passphrase; decrypt it (openssl pkey -in KEY -out PLAIN) and keep that file readable only by the server's user")
+            }
+        }
         if let auditLogPath {
             do { auditLog = try AuditLog(path: auditLogPath) } catch { throw StartError(description: error.description) }
         }
@@ -160,14 +186,27 @@ public final class HTTPServer: @unchecked Sendable {
         }
         _ = length
         let context = Unmanaged.passUnretained(self).toOpaque()
-        daemon = withUnsafePointer(to: &storage) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
-                ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context,
-                                 connectionNotified, context, UInt32(HTTPServer.connectionLimit), UInt32(perAddressLimit),
-                                 UInt32(idleTimeout))
+        func startDaemon(key: UnsafePointer<CChar>?, certificate: UnsafePointer<CChar>?) -> OpaquePointer? {
+            withUnsafePointer(to: &storage) { pointer in
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
+                    ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context,
+                                     connectionNotified, context, UInt32(HTTPServer.connectionLimit), UInt32(perAddressLimit),
+                                     UInt32(idleTimeout), key, certificate)
+                }
             }
         }
+        if let pem {
+            // GnuTLS reads both when the daemon starts.
+            daemon = pem.key.withCString { key in pem.certificate.withCString { startDaemon(key: key, certificate: $0) } }
+        } else {
+            daemon = startDaemon(key: nil, certificate: nil)
+        }
         guard let daemon else {
+            // Whose fault: the address, or (when plain HTTP starts there) the key and certificate.
+            if let tls, let plain = startDaemon(key: nil, certificate: nil) {
+                mhd.stopDaemon(plain)
+                throw StartError(description: "GnuTLS refused --tls-key \(tls.key) with --tls-cert \(tls.certificate): a PEM private key and the certificate chain it belongs to (the server's certificate first) are needed")
+            }
             throw StartError(description: "cannot listen on \(host):\(port) (address in use, or not allowed)")
         }
         bus.start()
@@ -188,6 +227,18 @@ public final class HTTPServer: @unchecked Sendable {
         thread.name = "ledger-heartbeat"
         thread.start()
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
+    }
+
+    /// The text of a PEM file given as `option`, which must hold `marker`.
+    static func readPEM(_ path: String, option: String, marker: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw StartError(description: "cannot read \(option) \(path): \(String(cString: strerror(errno)))")
+        }
+        guard data.count < 1 << 20, let text = String(data: data, encoding: .utf8), text.contains(marker),
+              !text.contains("\0") else {
+            throw StartError(description: "\(option) \(path) is not a PEM \(option == "--tls-key" ? "private key" : "certificate") (no '\(marker.trimmingCharacters(in: CharacterSet(charactersIn: "-")))' in it)")
+        }
+        return text
     }
 
     /// Ends every stream, finishes queued writes (answering each), and stops the daemon.

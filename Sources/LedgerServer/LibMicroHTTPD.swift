@@ -19,6 +19,7 @@ struct LibMicroHTTPD: @unchecked Sendable {
     let lookupConnectionValue: ledger_MHD_lookup_connection_value_fn
     let getConnectionValues: ledger_MHD_get_connection_values_n_fn
     let getConnectionInfo: ledger_MHD_get_connection_info_fn
+    let isFeatureSupported: ledger_MHD_is_feature_supported_fn
 
     private static let loaded = Result { () throws(LazyLibrary.LoadError) in try LibMicroHTTPD() }
 
@@ -39,5 +40,6 @@ struct LibMicroHTTPD: @unchecked Sendable {
         lookupConnectionValue = try library.function("MHD_lookup_connection_value", as: ledger_MHD_lookup_connection_value_fn.self)
         getConnectionValues = try library.function("MHD_get_connection_values_n", as: ledger_MHD_get_connection_values_n_fn.self)
         getConnectionInfo = try library.function("MHD_get_connection_info", as: ledger_MHD_get_connection_info_fn.self)
+        isFeatureSupported = try library.function("MHD_is_feature_supported", as: ledger_MHD_is_feature_supported_fn.self)
     }
 }

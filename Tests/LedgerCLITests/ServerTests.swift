@@ -102,6 +102,64 @@ struct ServerTests {
         }
     }
 
+    /// Bearer tokens and users' data crossed the network in clear unless a proxy was put in
+    /// front: `serve` had no HTTPS. (The client side is curl, with the test's own CA.)
+    @Test("--tls-cert and --tls-key serve HTTPS: requests and a stream over TLS, plain HTTP refused, bad files named before listening")
+    func https() throws {
+        let binary = try ledgerBinary()
+        let directory = NSTemporaryDirectory() + "ledger-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let (key, certificate, otherKey) = (directory + "/key.pem", directory + "/cert.pem", directory + "/other.pem")
+        for (keyPath, certificatePath) in [(key, certificate), (otherKey, directory + "/other-cert.pem")] {
+            let made = try runProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                                         "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                                                         "-keyout", keyPath, "-out", certificatePath])
+            try #require(made.status == 0, "\(made.stderr)")
+        }
+        try withTemporaryLedger { db in
+            let admin = try runProcess(binary, ["client", "add", "admin", "--admin", "--db", db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let server = try ServerProcess(binary: binary, db: db, arguments: ["--tls-cert", certificate, "--tls-key", key])
+            defer { server.stop() }
+            func curl(_ arguments: [String]) throws -> ProcessOutput {
+                try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", "--cacert", certificate, "-H", "Authorization: Bearer \(admin)"] + arguments)
+            }
+            let base = "https://127.0.0.1:\(server.port)"
+            let health = try curl([base + "/v1/health"])
+            #expect(health.status == 0 && health.stdout == #"{"head":0,"status":"ok"}"# + "\n", "\(health.stderr)")
+            // A stream over TLS delivers the change a POST over TLS makes.
+            let stream = try SpawnedGroup(shell: #"exec /usr/bin/curl -sS -N --max-time 8 --cacert "$CERT" -H "Authorization: Bearer $TOKEN" "$URL" > "$OUT""#,
+                                          environment: ["CERT": certificate, "TOKEN": admin, "URL": base + "/v1/subscribe/daily?from=0", "OUT": directory + "/stream.txt"])
+            defer { stream.killGroup() }
+            let post = try curl(["--data-binary", step(minute: 3), base + "/v1/events"])
+            #expect(post.stdout.hasPrefix(#"{"appended":1,"#), "\(post.stdout)\(post.stderr)")
+            var delivered = ""
+            for _ in 0..<100 where !delivered.contains("event: change") {
+                Thread.sleep(forTimeInterval: 0.05)
+                delivered = (try? String(contentsOfFile: directory + "/stream.txt", encoding: .utf8)) ?? ""
+            }
+            #expect(delivered.contains("id: 1\nevent: change\ndata: {\"seq\":1,\"projection\":\"daily\""), "\(delivered)")
+            // Plain HTTP to the TLS port gets no answer; a client that does not trust the
+            // certificate refuses it.
+            #expect((try? http("GET", port: server.port, path: "/v1/health", timeout: 3))?.status != 200)
+            #expect(try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", base + "/v1/health"]).status != 0)
+            #expect(try curl([base + "/v1/health"]).status == 0)  // still serving
+        }
+        // Refused before listening, naming the file: a key for another certificate, a
+        // certificate that is not one, either option alone.
+        try withTemporaryLedger { db in
+            let mismatched = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:0", "--tls-cert", certificate, "--tls-key", otherKey])
+            #expect(mismatched.status == 1 && mismatched.stderr.hasPrefix("Error: GnuTLS refused --tls-key \(otherKey) with --tls-cert \(certificate)"), "\(mismatched.stderr)")
+            #expect(mismatched.stdout.isEmpty)
+            let notCertificate = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", key])
+            #expect(notCertificate.status == 1 && notCertificate.stderr == "Error: --tls-cert \(key) is not a PEM certificate (no 'BEGIN CERTIFICATE' in it)\n", "\(notCertificate.stderr)")
+            let missing = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:0", "--tls-cert", certificate, "--tls-key", directory + "/none.pem"])
+            #expect(missing.status == 1 && missing.stderr.hasPrefix("Error: cannot read --tls-key \(directory)/none.pem: "), "\(missing.stderr)")
+            #expect(try runProcess(binary, ["serve", "--db", db, "--tls-cert", certificate]).status == 64)
+            #expect(try runProcess(binary, ["serve", "--db", db, "--tls-key", key]).status == 64)
+        }
+    }
+
     /// `ledger subscribe events` had no HTTP counterpart: another service that wanted each
     /// event as it was committed polled `GET /v1/events`.
     @Test("GET /v1/subscribe/events streams the events as stored from a seq, then live, for admins, filtered by user")
