@@ -231,22 +231,46 @@ extension Commands {
     static let verifyCommand = Command(
         name: "verify",
         abstract: "Check the hash chain, and that every stored projection equals a fresh fold.",
-        usage: "ledger verify [--db PATH]",
+        usage: "ledger verify [--db PATH] [--expect-hash SEQ:HASH]",
         discussion: """
         Exits 1 and names the first bad seq when the log was damaged or altered, the first \
         projection row (or entry of the fold's stored state) that differs from a fresh fold of \
         the log, the first stored change (what subscribers are sent) that a fresh fold would \
         not have made, or the first entry of the log's indexes (ids, samples, sync) that \
         disagrees with it. 'ledger rebuild --indexes' mends all but the log itself. On a \
-        terminal, stderr counts the events verified every 65,536.
+        terminal, stderr counts the events verified every 65,536. With --expect-hash, the \
+        hash of seq SEQ must also be HASH, one kept earlier (as verify, replay, log, stats or \
+        backup printed it): that proves the log up to SEQ is the one it was then, which a \
+        chain rewritten whole, every hash recomputed, would pass without it.
         """,
-        options: [helpOption, dbOption]
+        options: [helpOption, dbOption,
+                  OptionSpec(name: "expect-hash", value: "SEQ:HASH", help: "Also fail unless seq SEQ's chain hash is HASH (64 hex digits), a hash kept earlier.")]
     ) { arguments, context in
+        var kept: (seq: UInt64, hash: String)?
+        if let text = arguments.value("expect-hash") {
+            let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, let seq = UInt64(parts[0]), seq > 0, parts[1].count == 64,
+                  parts[1].allSatisfy(\.isHexDigit) else {
+                throw CLIError.usage("'--expect-hash' needs SEQ:HASH, a seq from 1 and its 64 hex digit hash, got '\(text)'", usage: arguments.usage)
+            }
+            kept = (seq, parts[1].lowercased())
+        }
         let log = try context.openLog(arguments, create: false)
         let progress = ProgressLine(sink: context.stderr) { "verified \($0) events…" }
         defer { progress?.finish() }
         let report = try log.verifyChain(progress: progress?.show)
         progress?.finish()
+        var keptNote = ""
+        if let kept {
+            // The chain was just walked: the stored hash of each seq is the one recomputed.
+            guard kept.seq <= report.head.seq, let record = try log.record(at: kept.seq) else {
+                throw CLIError.runtime("the log ends at seq \(report.head.seq), before seq \(kept.seq) whose hash was kept: events were removed from its end since, or this is another ledger")
+            }
+            guard record.hash.hex == kept.hash else {
+                throw CLIError.runtime("seq \(kept.seq)'s hash is \(record.hash.hex), not the kept \(kept.hash): the log up to seq \(kept.seq) is not the one whose hash was kept (rewritten since, or another ledger)")
+            }
+            keptNote = "; seq \(kept.seq) has the kept hash"
+        }
         let (rows, upgradedFrom) = try log.verifyProjections()
         _ = try log.verifyIndexes()
         // Projections of another fold version cannot be compared with this build's fold: they
@@ -256,7 +280,7 @@ extension Commands {
                 : "projections of fold version \(version) made again for this build's version \(ActivityFold.version)")
                 + ", so the stored ones were not compared (\(rows) rows)"
         } ?? "projections match a fresh fold (\(rows) rows)"
-        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex); \(projections); indexes agree\n")
+        context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex)\(keptNote); \(projections); indexes agree\n")
         return 0
     }
 

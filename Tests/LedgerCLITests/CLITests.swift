@@ -186,6 +186,33 @@ struct CommandTests {
         }
     }
 
+    /// A chain rewritten whole, every hash recomputed, passes `verify`: only a hash kept from
+    /// before shows it. The check was by hand (`log`, then compare).
+    @Test("verify --expect-hash SEQ:HASH passes the kept hash and fails another ledger's, a rewritten one's, or one past the head")
+    func verifyExpectHash() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 5), db: db).status == 0)
+            let kept = try EventLog(path: db, create: false).record(at: 3)!.hash.hex
+            let ok = ledger(["verify", "--expect-hash", "3:\(kept)"], db: db)
+            #expect(ok.status == 0 && ok.stdout.contains("; seq 3 has the kept hash; projections match"), "\(ok.stdout)\(ok.stderr)")
+            #expect(ledger(["verify", "--expect-hash", "3:\(kept.uppercased())"], db: db).status == 0)
+            let past = ledger(["verify", "--expect-hash", "9:\(kept)"], db: db)
+            #expect(past.status == 1 && past.stderr == "Error: the log ends at seq 5, before seq 9 whose hash was kept: events were removed from its end since, or this is another ledger\n", "\(past.stderr)")
+            for bad in ["3", "x:\(kept)", "0:\(kept)", "3:\(kept.dropLast())", "3:\(kept.dropLast())g"] {
+                let run = ledger(["verify", "--expect-hash", bad], db: db)
+                #expect(run.status == 64 && run.stderr.hasPrefix("Error: '--expect-hash' needs SEQ:HASH"), "\(bad): \(run.stderr)")
+            }
+            // Another history with an intact chain of its own: a second event of other content.
+            withTemporaryLedger { other in
+                let lines = Fixtures.stepsFile(count: 5).split(separator: "\n").enumerated().map { $0.offset == 1 ? $0.element.replacingOccurrences(of: "\"value\":10", with: "\"value\":11") : String($0.element) }
+                #expect(ledger(["append"], stdin: lines.joined(separator: "\n"), db: other).status == 0)
+                #expect(ledger(["verify"], db: other).status == 0)
+                let rewritten = ledger(["verify", "--expect-hash", "3:\(kept)"], db: other)
+                #expect(rewritten.status == 1 && rewritten.stderr.hasPrefix("Error: seq 3's hash is ") && rewritten.stderr.hasSuffix(", not the kept \(kept): the log up to seq 3 is not the one whose hash was kept (rewritten since, or another ledger)\n"), "\(rewritten.stderr)")
+            }
+        }
+    }
+
     @Test("log --id prints the event with that id and the corrections of it, after --from, with --kind")
     func logByID() throws {
         withTemporaryLedger { db in
