@@ -46,27 +46,25 @@ static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn sta
                                                   const char *tls_key, const char *tls_cert) {
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-    if (tls_key && tls_cert) {
+    struct MHD_OptionItem options[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)connections, connections_cls},
+        {MHD_OPTION_CONNECTION_LIMIT, connection_limit, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, NULL},
         /* HTTPS with GnuTLS: the key and certificate chain in PEM, in memory. */
-        return start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, handler_cls,
-                            MHD_OPTION_SOCK_ADDR, address,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
-                            MHD_OPTION_NOTIFY_CONNECTION, connections, connections_cls,
-                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
-                            MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
-                            MHD_OPTION_HTTPS_MEM_KEY, tls_key,
-                            MHD_OPTION_HTTPS_MEM_CERT, tls_cert,
-                            MHD_OPTION_END);
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)tls_key},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)tls_cert},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (tls_key && tls_cert) {
+        flags |= MHD_USE_TLS;
+    } else {
+        options[6].option = MHD_OPTION_END;
     }
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
-                            MHD_OPTION_SOCK_ADDR, address,
-                            MHD_OPTION_NOTIFY_COMPLETED, completed, completed_cls,
-                            MHD_OPTION_NOTIFY_CONNECTION, connections, connections_cls,
-                            MHD_OPTION_CONNECTION_LIMIT, connection_limit,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit,
-                            MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout,
-                            MHD_OPTION_END);
+                        MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }
 
 /* The connection's socket, or -1. */

@@ -545,32 +545,16 @@ struct ServerTests {
         }
     }
 
-    /// The idle timeout restarts at every byte: a client sending its headers a byte at a
-    /// time held its connection for ever (an audit: ~20,000 such use up the descriptors).
-    @Test("--header-timeout closes a connection that sends its headers a byte at a time, but no stream")
-    func headerTimeout() throws {
+    /// A server with `arguments` (and `--no-auth`, heartbeats every second) and a stream open
+    /// on it; after `body`, the stream must still be getting its heartbeats (no timeout cut it).
+    func withStreamingServer(_ arguments: [String], _ body: (ServerProcess) throws -> Void) throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
-            let server = try ServerProcess(binary: binary, db: db, heartbeat: 1,
-                                           arguments: ["--no-auth", "--idle-timeout", "60", "--header-timeout", "1"])
+            let server = try ServerProcess(binary: binary, db: db, heartbeat: 1, arguments: ["--no-auth"] + arguments)
             defer { server.stop() }
             let stream = try SSEStream(port: server.port, path: "/v1/subscribe/daily")
             #expect(stream.status == 200)
-            let dripping = try KeepAliveConnection(port: server.port)
-            try dripping.send(Array("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: ".utf8))
-            let started = Date()
-            var closed = false
-            while !closed, Date().timeIntervalSince(started) < 15 {
-                do {
-                    try dripping.send([UInt8(ascii: "a")])
-                    closed = try dripping.waitForClose(timeout: 0.2)
-                } catch {
-                    closed = true  // the send failed: the server had closed it
-                }
-            }
-            #expect(closed, "a connection dripping its headers was still open after 15 s")
-            #expect(Date().timeIntervalSince(started) < 10)
-            // The stream, whose headers came at once, still gets its heartbeats after the 1 s.
+            try body(server)
             let heartbeats = Date()
             while Date().timeIntervalSince(heartbeats) < 2.5 {
                 #expect(try stream.next(timeout: 5) != nil, "the stream was cut")
@@ -579,18 +563,42 @@ struct ServerTests {
         }
     }
 
+    /// Sends `byte` on `connection` about every 0.2 s, calling `between` each time, until the
+    /// server closes it or 15 s pass. Whether it closed it, and after how many seconds.
+    func dripUntilClosed(_ connection: KeepAliveConnection, _ byte: Character,
+                         between: () throws -> Void = {}) throws -> (closed: Bool, after: TimeInterval) {
+        let started = Date()
+        while Date().timeIntervalSince(started) < 15 {
+            try between()
+            do {
+                try connection.send([UInt8(ascii: byte.unicodeScalars.first!)])
+                if try connection.waitForClose(timeout: 0.2) { return (true, Date().timeIntervalSince(started)) }
+            } catch {
+                return (true, Date().timeIntervalSince(started))  // the send failed: the server had closed it
+            }
+        }
+        return (false, Date().timeIntervalSince(started))
+    }
+
+    /// The idle timeout restarts at every byte: a client sending its headers a byte at a
+    /// time held its connection for ever (an audit: ~20,000 such use up the descriptors).
+    @Test("--header-timeout closes a connection that sends its headers a byte at a time, but no stream")
+    func headerTimeout() throws {
+        try withStreamingServer(["--idle-timeout", "60", "--header-timeout", "1"]) { server in
+            let dripping = try KeepAliveConnection(port: server.port)
+            try dripping.send(Array("GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Drip: ".utf8))
+            let (closed, after) = try dripUntilClosed(dripping, "a")
+            #expect(closed, "a connection dripping its headers was still open after 15 s")
+            #expect(after < 10)
+        }
+    }
+
     /// The idle timeout restarts at every byte and the header timeout ends with the headers:
     /// a client that sent a large Content-Length and then a byte at a time held its
     /// connection for ever.
     @Test("--body-timeout closes a connection dripping its body, but not one sending at the rate, nor a stream")
     func bodyTimeout() throws {
-        let binary = try ledgerBinary()
-        try withTemporaryLedger { db in
-            let server = try ServerProcess(binary: binary, db: db, heartbeat: 1,
-                                           arguments: ["--no-auth", "--idle-timeout", "60", "--body-timeout", "1"])
-            defer { server.stop() }
-            let stream = try SSEStream(port: server.port, path: "/v1/subscribe/daily")
-            #expect(stream.status == 200)
+        try withStreamingServer(["--idle-timeout", "60", "--body-timeout", "1"]) { server in
             // A body of 24,000 bytes or so sent in twelve parts over about 3 s: past the 1 s, but
             // each part buys 2 s more.
             let lines = (0..<140).map { step("u\($0)", minute: $0 % 60) }.joined(separator: "\n") + "\n"
@@ -599,37 +607,25 @@ struct ServerTests {
             try steady.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
             let part = (body.count + 11) / 12
             var sentAt = 0
-            let dripping = try KeepAliveConnection(port: server.port)
-            try dripping.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n".utf8))
-            let started = Date()
-            var closed = false
-            while !closed, Date().timeIntervalSince(started) < 15 {
-                if sentAt < body.count {
-                    try steady.send(Array(body[sentAt..<min(body.count, sentAt + part)]))
-                    sentAt += part
-                }
-                do {
-                    try dripping.send([UInt8(ascii: " ")])
-                    closed = try dripping.waitForClose(timeout: 0.25)
-                } catch {
-                    closed = true  // the send failed: the server had closed it
-                }
-            }
-            #expect(closed, "a connection dripping its body was still open after 15 s")
-            #expect(Date().timeIntervalSince(started) < 10)
-            while sentAt < body.count {
+            func sendPart() throws {
+                guard sentAt < body.count else { return }
                 try steady.send(Array(body[sentAt..<min(body.count, sentAt + part)]))
                 sentAt += part
+            }
+            let started = Date()
+            let dripping = try KeepAliveConnection(port: server.port)
+            try dripping.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000\r\n\r\n".utf8))
+            let (closed, after) = try dripUntilClosed(dripping, " ", between: sendPart)
+            #expect(closed, "a connection dripping its body was still open after 15 s")
+            #expect(after < 10)
+            while sentAt < body.count {
+                try sendPart()
                 Thread.sleep(forTimeInterval: 0.25)
             }
             #expect(Date().timeIntervalSince(started) > 2.5)
-            let answer = try steady.request("GET", path: "/v1/health")  // after the POST's answer
+            let answer = try steady.request("GET", path: "/v1/health")  // reads the POST's answer
             #expect(answer.status == 200)
             #expect(try http("GET", port: server.port, path: "/v1/health").body.contains(#""head":140"#))
-            let heartbeats = Date()
-            while Date().timeIntervalSince(heartbeats) < 2.5 {
-                #expect(try stream.next(timeout: 5) != nil, "the stream was cut")
-            }
         }
     }
 
