@@ -63,7 +63,7 @@ extension EventLog {
             // Appends admit an id once; a second is a record someone added with a valid chain
             // hash (an audit: the fold counted it twice, and verify sent the user round a
             // repair of the index that could not mend it).
-            var chain = ChainWalk(checkingIDs: true)
+            var chain = ChainWalk(checkingIDs: true, expected: try self.head().seq)
             // Events of each kind, against the counts appends keep (`stats`; an audit found a
             // damaged count that `stats` named passed by `verify`).
             var kinds: [EventKind: UInt64] = [:]
