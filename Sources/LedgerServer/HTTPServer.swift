@@ -80,10 +80,11 @@ public final class HTTPServer: @unchecked Sendable {
     public static let defaultHeaderTimeout = 30
 
     /// How long a request's body may take after its headers, plus one second for every
-    /// `bodyBytesPerSecond` bytes of it received (as Apache's `mod_reqtimeout` allows). The
-    /// idle timeout restarts at every byte, so a client that sent a large Content-Length and
-    /// then a byte a minute held its connection for ever; one that keeps sending at least
-    /// that fast is never cut. A POST whose body is in is not cut by it, nor is a stream.
+    /// `bodyBytesPerSecond` bytes of it received (as Apache's `mod_reqtimeout` allows), but
+    /// never more than this ahead of now. The idle timeout restarts at every byte, so a
+    /// client that sent a large Content-Length and then a byte a minute held its connection
+    /// for ever; one that keeps sending at least that fast, with no pause longer than this,
+    /// is never cut. A POST whose body is in is not cut by it, nor is a stream.
     private let bodyTimeout: Duration
     public static let defaultBodyTimeout = 30
     public static let bodyBytesPerSecond = 1_000
@@ -348,8 +349,10 @@ public final class HTTPServer: @unchecked Sendable {
         let key = key(of: connection)
         headerWatch.withLock { watch in
             guard let deadline = watch.bodyDeadlines[key] else { return }
+            // Never more than `bodyTimeout` ahead: bytes sent fast do not buy a long silence
+            // later (an audit kept a connection for minutes on 200 kB sent at once).
             watch.bodyDeadlines[key] = count == 0 ? nil
-                : deadline + .milliseconds(count * 1_000 / HTTPServer.bodyBytesPerSecond)
+                : min(deadline + .milliseconds(count * 1_000 / HTTPServer.bodyBytesPerSecond), ContinuousClock.now + bodyTimeout)
         }
     }
 
@@ -465,6 +468,11 @@ public final class HTTPServer: @unchecked Sendable {
         }
         metrics.values.withLock { $0.requests += 1 }
         let client = request.client
+        // The token was checked when the headers came; a body sent slowly may end after its
+        // client was removed or its token rotated (an audit appended 20 s after a removal).
+        if method == "POST", let client, (try? log.tokenWorks(for: client)) != true {
+            return queue(.error(401, "the token was removed or replaced while this request was being sent; nothing was written"), on: connection)
+        }
         let target = request.target
         let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
         let parts = path.split(separator: "/").map(String.init)
