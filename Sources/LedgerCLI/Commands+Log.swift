@@ -309,18 +309,29 @@ extension Commands {
         if (destination as NSString).standardizingPath == (log.path as NSString).standardizingPath {
             throw CLIError.usage("DEST is the ledger itself; a backup goes into another directory", usage: arguments.usage)
         }
-        let bytes = try log.backup(to: destination)
+        // SIGINT or SIGTERM stops the copy and removes what it wrote (exit 130); what a signal
+        // that killed the process left would be a partial copy in DEST.
+        catchInterrupts()
+        let stop = { interrupted.load(ordering: .relaxed) }
+        let bytes: Int64
+        do {
+            bytes = try log.backup(to: destination, isInterrupted: stop)
+        } catch is EventLog.Interrupted {
+            throw CLIError.interrupted("the backup was stopped; nothing of it was left at '\(destination)'")
+        }
         let copy = try EventLog(path: destination, create: false)
         let progress = ProgressLine(sink: context.stderr) { "checking the copy: \($0) events…" }
         defer { progress?.finish() }
         let report: EventLog.VerifyReport
         do {
-            report = try copy.walkChain(progress: progress?.show)
+            report = try copy.walkChain(progress: progress?.show, isInterrupted: stop)
+        } catch is EventLog.Interrupted {
+            throw CLIError.interrupted("the copy at '\(destination)' is whole, but its check was stopped; 'ledger verify --db \(destination)' checks it")
         } catch let error as LedgerError {
             throw CLIError.runtime("the copy at '\(destination)' was written but does not check (\(error.description)); the ledger it was copied from is likely damaged the same way: run 'ledger verify' on it")
         }
         progress?.finish()
-        context.stdout.write("backed up to \(destination): \(report.verified) events, head seq \(report.head.seq), hash \(report.head.hash.hex), \(bytes) bytes; the copy's hash chain checks from seq 1\n")
+        context.stdout.write("backed up to \(visibleCharacters(destination)): \(report.verified) events, head seq \(report.head.seq), hash \(report.head.hash.hex), \(bytes) bytes; the copy's hash chain checks from seq 1\n")
         return 0
     }
 

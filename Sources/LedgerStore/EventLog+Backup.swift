@@ -1,43 +1,91 @@
 import Foundation
 import LedgerCore
+import Synchronization
 
 extension EventLog {
+    /// Why `backup` (or `walkChain`) stopped before it was done: `isInterrupted` said so.
+    public struct Interrupted: Error {}
+
     /// Copies the ledger, as one read snapshot sees it, into `destination`: a directory that
-    /// does not exist yet (it is made) or is empty. Appends and a server go on meanwhile; the
-    /// copy is a ledger of its own (`--db DESTINATION`), with the log, its indexes, the
-    /// projections and the API clients. Returns the bytes of the copy's `data.mdb`.
+    /// does not exist yet (it is made, with the ledger directory's permissions; its parent
+    /// must exist) or is empty. Appends and a server go on meanwhile; the copy is a ledger of
+    /// its own (`--db DESTINATION`), with the log, its indexes, the projections and the API
+    /// clients. Returns the bytes of the copy's `data.mdb`.
     ///
-    /// The copy is written as `data.mdb.partial`, flushed, then renamed to `data.mdb` and the
-    /// directory flushed: a backup cut short (a crash, a full disk) leaves no `data.mdb` that
-    /// could pass for a whole one. On failure what was written is removed, and a directory
-    /// the backup made.
-    public func backup(to destination: String) throws -> Int64 {
+    /// The copy is written as `data.mdb.partial`, with the permissions of the ledger's own
+    /// `data.mdb` (health data and token digests: an audit found a 0600 ledger copied 0644),
+    /// flushed, then renamed to `data.mdb` and the directory flushed: a backup cut short (a
+    /// crash, a full disk) leaves no `data.mdb` that could pass for a whole one. On failure,
+    /// or when `isInterrupted` says so (it is asked every 20 ms while LMDB copies, on another
+    /// thread), what was written is removed, and the directory if the backup made it.
+    public func backup(to destination: String, isInterrupted: @escaping () -> Bool = { false }) throws -> Int64 {
         func fail(_ reason: String) -> LedgerError { .backupFailed(path: destination, reason: reason) }
-        var isDirectory: ObjCBool = false
-        let manager = FileManager.default
+        var status = stat()
         var made = false
-        if manager.fileExists(atPath: destination, isDirectory: &isDirectory) {
-            guard isDirectory.boolValue else { throw fail("it is a file; a backup goes into a new or empty directory") }
-            let entries = (try? manager.contentsOfDirectory(atPath: destination)) ?? []
+        if lstat(destination, &status) == 0 {
+            switch status.st_mode & S_IFMT {
+            case S_IFDIR: break
+            case S_IFLNK:
+                var target = stat()
+                guard stat(destination, &target) == 0, target.st_mode & S_IFMT == S_IFDIR else {
+                    throw fail("it is a symbolic link to \(stat(destination, &target) == 0 ? "something that is not a directory" : "nothing"); a backup goes into a new or empty directory")
+                }
+            default:
+                throw fail("it is a file; a backup goes into a new or empty directory")
+            }
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: destination)) ?? []
             guard entries.isEmpty else {
-                throw fail("the directory is not empty (it holds \(entries.sorted().prefix(3).joined(separator: ", "))\(entries.count > 3 ? ", …" : "")); a backup goes into a new or empty directory, so that it never mixes with or overwrites another")
+                let leftover = entries == ["data.mdb.partial"] ? " (a backup cut short left it: remove the directory and run the backup again)" : ""
+                throw fail("the directory is not empty (it holds \(entries.sorted().prefix(3).joined(separator: ", "))\(entries.count > 3 ? ", …" : "")\(leftover)); a backup goes into a new or empty directory, so that it never mixes with or overwrites another")
             }
         } else {
-            if let failure = EventLog.makeDirectory(destination) { throw fail(String(cString: strerror(failure))) }
+            // DEST itself only, not its parents: a failed backup then leaves nothing behind.
+            var source = stat()
+            let mode = stat(path, &source) == 0 ? mode_t(source.st_mode & 0o7777) : 0o700
+            guard mkdir(destination, mode) == 0 else {
+                throw fail(errno == ENOENT ? "its parent directory does not exist" : String(cString: strerror(errno)))
+            }
+            chmod(destination, mode)  // as the ledger's, whatever the umask
             made = true
         }
+        var source = stat()
+        let fileMode = stat((path as NSString).appendingPathComponent("data.mdb"), &source) == 0
+            ? mode_t(source.st_mode & 0o7777) : 0o600
         let partial = (destination as NSString).appendingPathComponent("data.mdb.partial")
         let final = (destination as NSString).appendingPathComponent("data.mdb")
-        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        let fd = open(partial, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, fileMode)
         guard fd >= 0 else {
             let reason = String(cString: strerror(errno))
             if made { rmdir(destination) }
             throw fail(reason)
         }
+        fchmod(fd, fileMode)
+        func removeWritten() {
+            unlink(partial)
+            if made { rmdir(destination) }
+        }
+        // LMDB copies in one call, which nothing can cut short: it runs on a thread of its own
+        // while this one watches for an interruption. On one, what was written is removed and
+        // the backup returns; the copy's thread is left to end with the process (it writes
+        // into the removed file meanwhile).
+        let outcome = Mutex<Result<Void, any Error>?>(nil)
+        let environment = environment
+        let copier = Thread {
+            let result = Result { try environment.copy(to: fd) }
+            outcome.withLock { $0 = result }
+        }
+        copier.start()
+        while outcome.withLock({ $0 }) == nil {
+            if isInterrupted() {
+                removeWritten()
+                throw Interrupted()
+            }
+            usleep(20_000)
+        }
         var open = true
         do {
             do {
-                try environment.copy(to: fd)
+                try outcome.withLock { $0! }.get()
             } catch let error as LMDBError {
                 throw fail(error.message)
             }
@@ -55,8 +103,7 @@ extension EventLog {
             return Int64(info.st_size)
         } catch {
             if open { close(fd) }
-            unlink(partial)
-            if made { rmdir(destination) }
+            removeWritten()
             throw error
         }
     }

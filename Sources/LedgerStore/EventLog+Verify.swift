@@ -13,11 +13,13 @@ extension EventLog {
     /// gapless and times do not go back: the chain alone, without `verifyChain`'s decoding of
     /// every event and its other checks (about a tenth of its time). What `backup` checks its
     /// copy with. Throws `LedgerError.corrupt` naming the first bad `seq`.
-    public func walkChain(progress: ((UInt64) -> Void)? = nil) throws -> VerifyReport {
+    /// `isInterrupted` is asked every 4,096 records; when it says so, `Interrupted` is thrown.
+    public func walkChain(progress: ((UInt64) -> Void)? = nil, isInterrupted: () -> Bool = { false }) throws -> VerifyReport {
         var chain = ChainWalk()
         var last: Timestamp?
         try environment.read { txn in
             try txn.scan(events) { key, value in
+                if chain.expected % 4096 == 0, isInterrupted() { throw Interrupted() }
                 let raw = RawRecord(seq: try seq(key, in: "events"), value)
                 guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: raw.bytes); return false }
                 try chain.check(raw)

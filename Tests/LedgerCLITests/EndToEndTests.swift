@@ -36,6 +36,7 @@ struct EndToEndTests {
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 2_000).utf8)).status == 0)
             #expect(try runProcess(binary, ["client", "add", "coach", "--db", db]).status == 0)
             let root = NSTemporaryDirectory() + "ledger-backups-\(UUID().uuidString)"
+            try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
             defer { try? FileManager.default.removeItem(atPath: root) }
             // Another process appends small batches while three backups run.
             let writer = try SpawnedGroup(shell: #"i=0; while [ $i -lt 400 ]; do printf '{"kind":"sample","user":"w","type":"steps","value":1,"start":"2026-03-01T00:%02d:00Z","end":"2026-03-01T00:%02d:30Z","source":"s%d"}\n' $((i % 60)) $((i % 60)) $i | "$LEDGER" append --db "$DB" > /dev/null || exit 1; i=$((i+1)); done"#,
@@ -95,6 +96,23 @@ struct EndToEndTests {
             #expect(under.status == 1 && under.stderr.hasPrefix("Error: cannot back up to '\(root)/full/notes.txt/copy': Not a directory"), "\(under.stderr)")
             #expect(try runProcess(binary, ["backup", db, "--db", db]).status == 64)
             #expect(try runProcess(binary, ["backup", "--db", db]).status == 64)
+            // A symbolic link to nothing; a parent that does not exist, which is not made (a
+            // failed backup left the parents it had made).
+            try FileManager.default.createSymbolicLink(atPath: root + "/dangling", withDestinationPath: root + "/nowhere")
+            let dangling = try runProcess(binary, ["backup", root + "/dangling", "--db", db])
+            #expect(dangling.status == 1 && dangling.stderr.contains("it is a symbolic link to nothing"), "\(dangling.stderr)")
+            let orphan = try runProcess(binary, ["backup", root + "/a/b", "--db", db])
+            #expect(orphan.status == 1 && orphan.stderr.contains("its parent directory does not exist"), "\(orphan.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: root + "/a"))
+            // The copy keeps the ledger's permissions (health data and token digests: one
+            // copied 0644 from a 0600 ledger could be read by every local user).
+            chmod(db, 0o700)
+            chmod(db + "/data.mdb", 0o600)
+            #expect(try runProcess(binary, ["backup", root + "/private", "--db", db]).status == 0)
+            let modes = try [root + "/private", root + "/private/data.mdb"].map {
+                try #require(FileManager.default.attributesOfItem(atPath: $0)[.posixPermissions] as? Int)
+            }
+            #expect(modes == [0o700, 0o600], "\(modes.map { String($0, radix: 8) })")
             // An empty directory is taken.
             try FileManager.default.createDirectory(atPath: root + "/empty", withIntermediateDirectories: false)
             #expect(try runProcess(binary, ["backup", root + "/empty", "--db", db]).status == 0)
