@@ -119,15 +119,16 @@ extension Commands {
         usage: "ledger log [--db PATH] [--from SEQ] [--limit N] [--user U] [--kind K] [--id ID] [--format FORMAT]",
         discussion: """
         --from is inclusive: '--from 5' starts at the event with seq 5. --id prints the event \
-        with that id and, for a sample, every correction of it after it: what became of one \
-        sample, with the seq and hash of each step.
+        with that id and what became of it after it: for a sample, the later versions that \
+        superseded it (same user, source and syncId) and every correction of these, with the \
+        seq and hash of each step.
         """,
         options: [helpOption, dbOption, formatOption,
                   OptionSpec(name: "from", value: "SEQ", help: "First seq to print (default: 1)."),
                   OptionSpec(name: "limit", value: "N", help: "Print at most N events."),
                   OptionSpec(name: "user", value: "U", help: "Only events about user U (a correction is about its target's user)."),
                   OptionSpec(name: "kind", value: "K", help: "Only events of kind K: sample, correction, grant, revoke, profile."),
-                  OptionSpec(name: "id", value: "ID", help: "Only the event with id ID (a UUID) and the corrections that target it.")]
+                  OptionSpec(name: "id", value: "ID", help: "Only the event with id ID (a UUID) and its history: later sync versions of it, and corrections.")]
     ) { arguments, context in
         let usage = arguments.usage
         var id: UUID?
@@ -161,11 +162,13 @@ extension Commands {
         // Whose event each is matters to `--user` and to the columns of table and csv only:
         // ndjson and json of a whole log build no map of its samples.
         let needsUser = user != nil || format == .table || format == .csv
+        var history = id.map(EventHistory.init(of:))
         try log.forEachRecord(after: start ?? .max) { record in
             if let limit, printed >= limit { return false }
             let event = try record.typedEvent()
+            // Before --kind, so that a later version is known to the history (its corrections).
+            if history?.includes(event) == false || record.seq < from { return true }
             if let kind, event.payload.kind != kind { return true }
-            if let id, !EventLog.isEvent(event, orCorrectionOf: id) { return true }
             let eventUser = needsUser ? try log.user(of: event, known: &userOfSample) : ""
             if let user, !sameName(eventUser, user) { return true }
             printed += 1
@@ -213,7 +216,17 @@ extension Commands {
             return "\(sample.type.rawValue) \(String(decoding: number, as: UTF8.self)) \(sample.unit) "
                 + "\(sample.start.rfc3339)..\(sample.end.rfc3339) from \(sample.source.name)"
         case .correction(let correction):
-            return "\(correction.action.rawValue) \(correction.target.lowercased): \(correction.reason)"
+            // What an amendment sets, so that the table shows what became of the sample.
+            var sets: [String] = []
+            if let value = correction.value {
+                var number: [UInt8] = []
+                JSONValue.writeNumber(value, to: &number)
+                sets.append("value=\(String(decoding: number, as: UTF8.self))")
+            }
+            if let unit = correction.unit { sets.append("unit=\(unit)") }
+            if let start = correction.start { sets.append("start=\(start.rfc3339)") }
+            if let end = correction.end { sets.append("end=\(end.rfc3339)") }
+            return "\(correction.action.rawValue) \(correction.target.lowercased)\(sets.isEmpty ? "" : " " + sets.joined(separator: " ")): \(correction.reason)"
         case .grant(let change), .revoke(let change):
             return "\(change.client) read=[\(change.read.map(\.rawValue).joined(separator: ","))] share=[\(change.share.map(\.rawValue).joined(separator: ","))]"
         case .profile(let profile):

@@ -813,7 +813,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             kind = parsed
         }
-        // As `log --id`: the event with that id and the corrections of it.
+        // As `log --id`: the event with that id and its history (`EventHistory`).
         var id: UUID?
         if let text = arguments["id"] {
             guard let parsed = UUID(uuidString: text) else { return .error(400, "'id' needs a UUID, got '\(text)'") }
@@ -821,15 +821,16 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let user = arguments["user"]
         var known: [UUID: String] = [:]
+        var history = id.map(EventHistory.init(of:))
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {
             try log.forEachRecord(after: try log.walkStart(from: from, id: id) ?? .max) { record in
                 if count >= limit { return false }
-                if kind != nil || user != nil || id != nil {
+                if kind != nil || user != nil || history != nil {
                     let event = try record.typedEvent()
+                    if history?.includes(event) == false || record.seq < from { return true }
                     if let kind, event.payload.kind != kind { return true }
-                    if let id, !EventLog.isEvent(event, orCorrectionOf: id) { return true }
                     if let user {
                         // `known` keeps only the asked user's samples (at most a page): a
                         // correction of anyone else's is looked up in the log instead.

@@ -19,13 +19,16 @@ public struct APIClient: Sendable, Equatable {
 extension EventLog {
     public enum ClientError: Error, Equatable, CustomStringConvertible {
         case exists(String)
-        case unknown(String)
+        /// No client has these bytes as its name; `similar` is one whose name reads the same
+        /// (another Unicode spelling: a precomposed "é" and "e" with a combining accent).
+        case unknown(String, similar: String? = nil)
         case invalidName(String)
 
         public var description: String {
             switch self {
             case .exists(let name): "a client named '\(name)' already exists; 'ledger client rotate \(name)' gives it a new token"
-            case .unknown(let name): "no client named '\(name)'"
+            case .unknown(let name, let similar):
+                "no client named '\(name)'" + (similar.map { " (names are told apart by their bytes: '\($0)' reads the same but is spelled with other characters; " + "copy the name from 'ledger client list')" } ?? "")
             case .invalidName(let reason): reason
             }
         }
@@ -70,7 +73,7 @@ extension EventLog {
     /// Makes `digest` the client's token in one transaction and returns the one it replaced.
     private func replaceTokenDigest(of name: String, with digest: [UInt8], ifCurrent current: [UInt8]?) throws -> [UInt8] {
         try environment.write { txn in
-            guard let stored = try txn.get(clientsDatabase, nameKey(name)) else { throw ClientError.unknown(name) }
+            guard let stored = try txn.get(clientsDatabase, nameKey(name)) else { throw try unknownClient(name, in: txn) }
             var value = try checkedClient(stored)
             let previous = Array(value[1..<33])
             if let current, previous != current { return previous }  // changed since: left as it is
@@ -94,10 +97,22 @@ extension EventLog {
         }
     }
 
+    /// `ClientError.unknown` for `name`, naming a client whose name reads the same if there is one.
+    private func unknownClient(_ name: String, in txn: Transaction) throws -> ClientError {
+        var similar: String?
+        try txn.scan(clientsDatabase, from: [UInt8(ascii: "n")]) { key, value in
+            guard key.first == UInt8(ascii: "n") else { return false }
+            let client = try decodeClient(Array(value))
+            if client.name == name { similar = client.name }  // Swift's == is canonical equivalence
+            return similar == nil
+        }
+        return .unknown(name, similar: similar)
+    }
+
     /// Removes a client; its token stops working at once.
     public func removeClient(name: String) throws {
         try environment.write { txn in
-            guard let value = try txn.get(clientsDatabase, nameKey(name)) else { throw ClientError.unknown(name) }
+            guard let value = try txn.get(clientsDatabase, nameKey(name)) else { throw try unknownClient(name, in: txn) }
             try txn.delete(clientsDatabase, tokenKey(Array(try checkedClient(value)[1..<33])))
             try txn.delete(clientsDatabase, nameKey(name))
         }

@@ -327,20 +327,12 @@ public final class EventLog: Sendable {
     }
 
     /// Where a walk of the log (`forEachRecord(after:)`) for the events from seq `from` on
-    /// begins, when it looks (with `id`) for the event with that id and the corrections of it
-    /// (`log --id`, `GET /v1/events?id=`): at that event, as its corrections all come after
-    /// it. Nil when no event has `id`.
+    /// begins; with `id`, at that event, whose history (`EventHistory`) comes after it and is
+    /// followed from it even when only what comes from `from` on is shown. Nil when no event
+    /// has `id`.
     public func walkStart(from: UInt64, id: UUID?) throws -> UInt64? {
-        let start = from > 0 ? from - 1 : 0
-        guard let id else { return start }
-        return try record(id: id).map { max(start, $0.seq - 1) }
-    }
-
-    /// Whether `event` is the one with `id`, or a correction of it.
-    public static func isEvent(_ event: (id: UUID, payload: Event.Payload), orCorrectionOf id: UUID) -> Bool {
-        if event.id == id { return true }
-        if case .correction(let correction) = event.payload { return correction.target == id }
-        return false
+        guard let id else { return from > 0 ? from - 1 : 0 }
+        return try record(id: id).map { $0.seq - 1 }
     }
 
     /// Visits records with `seq > after` in order until `body` returns false. Each read
@@ -462,6 +454,36 @@ public final class EventLog: Sendable {
                 mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
                 databases: databases,
                 projectionPosition: position, projectionVersion: version, projectionDamage: damage)
+        }
+    }
+}
+
+/// What became of one event, walked in seq order from it (`log --id`, `GET /v1/events?id=`):
+/// the event itself; for a sample with a `syncId`, the later versions of it (the same user,
+/// source name and `syncId`), each of which superseded the one before; and the corrections of
+/// any of these. (An audit: a sample replaced through its sync version showed only itself.)
+public struct EventHistory: Sendable {
+    private var ids: Set<UUID>
+    private var sync: (user: String, source: String, syncId: String)?
+
+    public init(of id: UUID) { ids = [id] }
+
+    /// Whether `event`, the next in seq order, belongs to the history (and remembers it).
+    public mutating func includes(_ event: (id: UUID, payload: Event.Payload)) -> Bool {
+        switch event.payload {
+        case .sample(let sample):
+            if ids.contains(event.id) {
+                if sync == nil, let syncId = sample.syncId { sync = (sample.user, sample.source.name, syncId) }
+                return true
+            }
+            guard let sync, sample.syncId == sync.syncId, sameName(sample.user, sync.user),
+                  sameName(sample.source.name, sync.source) else { return false }
+            ids.insert(event.id)
+            return true
+        case .correction(let correction):
+            return ids.contains(event.id) || ids.contains(correction.target)
+        default:
+            return ids.contains(event.id)
         }
     }
 }

@@ -186,6 +186,21 @@ struct CommandTests {
         }
     }
 
+    /// Names are told apart by their bytes; two spellings of one name read the same, and
+    /// "no client named 'café'" beside a listed 'café' explained nothing (an audit).
+    @Test("a client name that reads as another's but is spelled otherwise is refused, naming the one there")
+    func clientNameSpelling() {
+        withTemporaryLedger { db in
+            #expect(ledger(["client", "add", "caf\u{E9}"], db: db).status == 0)
+            for action in ["rotate", "remove"] {
+                let run = ledger(["client", action, "cafe\u{301}"], db: db)
+                #expect(run.status == 65 && run.stderr == "Error: no client named 'cafe\u{301}' (names are told apart by their bytes: 'caf\u{E9}' reads the same but is spelled with other characters; copy the name from 'ledger client list')\n", "\(run.stderr)")
+            }
+            #expect(ledger(["client", "rotate", "nobody"], db: db).stderr == "Error: no client named 'nobody'\n")
+            #expect(ledger(["client", "rotate", "caf\u{E9}"], db: db).status == 0)
+        }
+    }
+
     /// A chain rewritten whole, every hash recomputed, passes `verify`: only a hash kept from
     /// before shows it. The check was by hand (`log`, then compare).
     @Test("verify --expect-hash SEQ:HASH passes the kept hash and fails another ledger's, a rewritten one's, or one past the head")
@@ -213,7 +228,7 @@ struct CommandTests {
         }
     }
 
-    @Test("log --id prints the event with that id and the corrections of it, after --from, with --kind")
+    @Test("log --id prints the event with that id and its history (later sync versions, corrections), from --from, with --kind")
     func logByID() throws {
         withTemporaryLedger { db in
             let sample = "11111111-2222-4333-8444-555555555555", other = "66666666-7777-4888-8999-aaaaaaaaaaaa"
@@ -242,6 +257,23 @@ struct CommandTests {
             #expect(missing.stderr == "note: no event in this ledger has id 00000000-0000-4000-8000-000000000000\n")
             let bad = ledger(["log", "--id", "12345"], db: db)
             #expect(bad.status == 64 && bad.stderr.hasPrefix("Error: '--id' needs a UUID like "), "\(bad.stderr)")
+            // The table says what an amendment set.
+            let table = ledger(["log", "--format", "table", "--id", sample, "--kind", "correction"], db: db).stdout
+            #expect(table.contains("amend \(sample) value=8: first") && table.contains("retract \(sample): second"), "\(table)")
+            // A sample replaced through its sync version: the later versions (same user, source
+            // and syncId, not another source's) and their corrections are its history, and
+            // --from shows only the part from there on.
+            let (v1, v2, v3) = ("aaaaaaaa-0000-4000-8000-000000000001", "aaaaaaaa-0000-4000-8000-000000000002", "aaaaaaaa-0000-4000-8000-000000000003")
+            func synced(_ id: String, _ version: Int, source: String = "watch") -> String {
+                #"{"kind":"sample","id":"\#(id)","type":"steps","value":\#(version),"start":"2026-11-29T10:00:00Z","end":"2026-11-29T10:01:00Z","source":"\#(source)","syncId":"s1","syncVersion":\#(version)}"#
+            }
+            let versions = [synced(v1, 1), synced(v3, 1, source: "phone"), synced(v2, 2),
+                            #"{"kind":"correction","target":"\#(v2)","action":"amend","value":5,"reason":"v2 fix"}"#]
+            #expect(ledger(["append"], stdin: versions.joined(separator: "\n"), db: db).status == 0)  // seqs 7-10
+            #expect(seqs(["--id", v1]) == [7, 9, 10])
+            #expect(seqs(["--id", v1, "--from", "10"]) == [10])
+            #expect(seqs(["--id", v1, "--kind", "correction"]) == [10])
+            #expect(seqs(["--id", v3]) == [8])
         }
     }
 
