@@ -116,7 +116,6 @@ public final class HTTPServer: @unchecked Sendable {
         }
     }
     private let tls: TLSFiles?
-    public var isTLS: Bool { tls != nil }
 
     /// Where `start` opens the audit log (`AuditLog`), if anywhere.
     private let auditLogPath: String?
@@ -230,13 +229,22 @@ public final class HTTPServer: @unchecked Sendable {
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
     }
 
-    /// The text of a PEM file given as `option`, which must hold `marker`.
+    /// The text of a PEM file given as `option`, which must hold `marker`: a regular file (a
+    /// FIFO would hold the start for ever) of less than 1 MiB.
     static func readPEM(_ path: String, option: String, marker: String) throws -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw StartError(description: "cannot read \(option) \(path): \(String(cString: strerror(errno)))")
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw StartError(description: "cannot read \(option) \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size < 1 << 20 else {
+            throw StartError(description: "\(option) \(path) is not a PEM file (\(info.st_mode & S_IFMT == S_IFREG ? "it holds 1 MiB or more" : "not a regular file"))")
         }
-        guard data.count < 1 << 20, let text = String(data: data, encoding: .utf8), text.contains(marker),
-              !text.contains("\0") else {
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard count == bytes.count else {
+            throw StartError(description: "cannot read \(option) \(path): \(count < 0 ? String(cString: strerror(errno)) : "it changed while read")")
+        }
+        guard let text = String(validating: bytes, as: UTF8.self), text.contains(marker), !text.contains("\0") else {
             throw StartError(description: "\(option) \(path) is not a PEM \(option == "--tls-key" ? "private key" : "certificate") (no '\(marker.trimmingCharacters(in: CharacterSet(charactersIn: "-")))' in it)")
         }
         return text
