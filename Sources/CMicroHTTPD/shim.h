@@ -36,6 +36,13 @@ static inline int ledger_mhd_supports_tls(ledger_MHD_is_feature_supported_fn sup
  * address (0: none; libmicrohttpd closes a connection past it as soon as it is accepted), and
  * an idle timeout (seconds without a byte read or written; suspended connections, such as
  * streams waiting for a change, never time out); with a key and certificate, HTTPS. */
+/* GnuTLS's choice of protocols and ciphers for HTTPS: TLS 1.2 and 1.3 only (RFC 8996
+ * deprecates 1.0 and 1.1), key exchange with forward secrecy only (no static RSA), and AEAD
+ * ciphers only (no CBC with HMAC), as Mozilla's "intermediate" profile; the server's order. */
+static const char ledger_tls_priorities[] =
+    "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-SHA1:-SHA256:-SHA384"
+    ":-AES-128-CBC:-AES-256-CBC:-CAMELLIA-128-CBC:-CAMELLIA-256-CBC:%SERVER_PRECEDENCE";
+
 static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
                                                   const struct sockaddr *address,
                                                   MHD_AccessHandlerCallback handler, void *handler_cls,
@@ -56,6 +63,7 @@ static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn sta
         /* HTTPS with GnuTLS: the key and certificate chain in PEM, in memory. */
         {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)tls_key},
         {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)tls_cert},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)ledger_tls_priorities},
         {MHD_OPTION_END, 0, NULL},
     };
     if (tls_key && tls_cert) {

@@ -14,6 +14,8 @@ final class GroupCommitter: Sendable {
         /// Prepared (canonical JSON, typed form) on the request's thread, not the writer's.
         var events: [(InputLocation?, PreparedEvent)]
         var expectHead: UInt64?
+        /// The POSTing client's token (its SHA-256), checked again in the commit's transaction.
+        var tokenDigest: [UInt8]?
         var completion: @Sendable (Result<EventLog.AppendResult, any Error>) -> Void
     }
 
@@ -71,7 +73,7 @@ final class GroupCommitter: Sendable {
             if !jobs.isEmpty {
                 let results: [Result<EventLog.AppendResult, any Error>]
                 do {
-                    results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead) })
+                    results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead, $0.tokenDigest) })
                 } catch {
                     results = Array(repeating: .failure(error), count: jobs.count)
                 }

@@ -745,7 +745,8 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let metrics = self.metrics
         let auditLog = self.auditLog
-        let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead) { result in
+        let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead,
+                                                                                 tokenDigest: client?.tokenDigest) { result in
             let response: Response
             switch result {
             case .success(let appended):
@@ -766,6 +767,9 @@ public final class HTTPServer: @unchecked Sendable {
                 var shown = error
                 if let client, !client.admin, let message = error.messageForReader { shown.message = message }
                 response = .error(status, shown.description, extra: self.location(error.location, in: request.body))
+            case .failure(EventLog.ClientError.tokenGone):
+                metrics.values.withLock { $0.rejects += 1 }
+                response = .error(401, EventLog.ClientError.tokenGone.description)
             case .failure(let error as LedgerError):
                 metrics.values.withLock { $0.rejects += 1 }
                 if case .headMismatch = error {

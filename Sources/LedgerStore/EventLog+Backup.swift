@@ -43,7 +43,10 @@ extension EventLog {
             var source = stat()
             let mode = stat(path, &source) == 0 ? mode_t(source.st_mode & 0o7777) : 0o700
             guard mkdir(destination, mode) == 0 else {
-                throw fail(errno == ENOENT ? "its parent directory does not exist" : String(cString: strerror(errno)))
+                let failure = errno
+                let parent = (destination as NSString).deletingLastPathComponent
+                let missing = failure == ENOENT && !FileManager.default.fileExists(atPath: parent.isEmpty ? "." : parent)
+                throw fail(missing ? "its parent directory does not exist" : String(cString: strerror(failure)))
             }
             chmod(destination, mode)  // as the ledger's, whatever the umask
             made = true

@@ -23,12 +23,25 @@ extension EventLog {
         /// (another Unicode spelling: a precomposed "é" and "e" with a combining accent).
         case unknown(String, similar: String? = nil)
         case invalidName(String)
+        /// `add` of a name that reads as an existing client's, spelled with other characters.
+        case lookAlike(String, existing: String)
+        /// A POST's client was removed, or its token rotated, before its batch was committed.
+        case tokenGone
+
+        /// `name` with every character outside ASCII as its code point (`cafe\u{301}`): two
+        /// spellings that read the same are told apart.
+        static func spelled(_ name: String) -> String {
+            name.unicodeScalars.map { $0.isASCII ? String($0) : "\\u{\(String($0.value, radix: 16, uppercase: true))}" }.joined()
+        }
 
         public var description: String {
             switch self {
+            case .tokenGone: "the token was removed or replaced before this batch was committed; nothing was written"
             case .exists(let name): "a client named '\(name)' already exists; 'ledger client rotate \(name)' gives it a new token"
             case .unknown(let name, let similar):
-                "no client named '\(name)'" + (similar.map { " (names are told apart by their bytes: '\($0)' reads the same but is spelled with other characters; " + "copy the name from 'ledger client list')" } ?? "")
+                "no client named '\(name)'" + (similar.map { " (names are told apart by their characters: '\($0)' reads the same but is spelled \(ClientError.spelled($0)), and the name given \(ClientError.spelled(name)))" } ?? "")
+            case .lookAlike(let name, let existing):
+                "client '\(existing)' exists, spelled \(ClientError.spelled(existing)), and '\(name)' reads the same spelled \(ClientError.spelled(name)): two such clients could not be told apart in 'client list'; choose another name"
             case .invalidName(let reason): reason
             }
         }
@@ -47,6 +60,7 @@ extension EventLog {
         let digest = Digest.sha256(Array(token.utf8))
         try environment.write { txn in
             guard try txn.get(clientsDatabase, nameKey(name)) == nil else { throw ClientError.exists(name) }
+            if case .unknown(_, let similar?) = try unknownClient(name, in: txn) { throw ClientError.lookAlike(name, existing: similar) }
             let value = [admin ? 1 : 0] + digest + UInt64(bitPattern: clock().microseconds).bigEndianBytes + Array(name.utf8)
             try txn.put(clientsDatabase, nameKey(name), value)
             try txn.put(clientsDatabase, tokenKey(digest), Digest.sha256(Array(name.utf8)))
@@ -128,6 +142,11 @@ extension EventLog {
                   Digest.constantTimeEqual(Array(try checkedClient(value)[1..<33]), digest) else { return nil }
             return try decodeClient(value)
         }
+    }
+
+    /// Whether the token whose SHA-256 is `digest` is still a client's, in `txn`.
+    func tokenExists(_ digest: [UInt8], in txn: Transaction) throws -> Bool {
+        try txn.get(clientsDatabase, tokenKey(digest)) != nil
     }
 
     /// Whether `client`'s token still works: false once `removeClient` has removed it (a

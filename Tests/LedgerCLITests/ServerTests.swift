@@ -165,6 +165,18 @@ struct ServerTests {
             // certificate refuses it.
             #expect((try? http("GET", port: server.port, path: "/v1/health", timeout: 3))?.status != 200)
             #expect(try runProcess("/usr/bin/curl", ["-sS", "--max-time", "10", base + "/v1/health"]).status != 0)
+            // TLS 1.2 and 1.3 with forward secrecy and AEAD ciphers only (an audit negotiated
+            // TLS 1.0, and static RSA key exchange, with GnuTLS's defaults).
+            func negotiated(_ options: [String]) throws -> String {
+                let run = try runProcess("/usr/bin/openssl", ["s_client", "-connect", "127.0.0.1:\(server.port)"] + options)
+                return run.stdout.split(separator: "\n").first { $0.hasPrefix("New, ") }.map(String.init) ?? run.stdout + run.stderr
+            }
+            #expect(try negotiated(["-tls1_3"]).hasPrefix("New, TLSv1.3"))
+            #expect(try negotiated(["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"]) == "New, TLSv1.2, Cipher is ECDHE-ECDSA-AES128-GCM-SHA256")
+            for refused in [["-tls1_1", "-cipher", "DEFAULT@SECLEVEL=0"], ["-tls1", "-cipher", "DEFAULT@SECLEVEL=0"],
+                            ["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-SHA@SECLEVEL=0"]] {
+                #expect(try negotiated(refused) == "New, (NONE), Cipher is (NONE)", "\(refused)")
+            }
             #expect(try curl([base + "/v1/health"]).status == 0)  // still serving
         }
         // Refused before listening, naming the file: a key for another certificate, a

@@ -377,6 +377,29 @@ struct EventLogTests {
         }
     }
 
+    /// The server checks a POST's token when its headers come and when its body is in; a
+    /// large body then parses for seconds, and an audit's removal in between still let its
+    /// 200,000 events be committed. The commit's own transaction checks it last.
+    @Test("appendGroup refuses a batch whose client's token is gone in its transaction, and commits the others")
+    func groupRefusesGoneToken() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let token = try log.addClient(name: "partner", admin: false)
+            let client = try #require(try log.client(forToken: token))
+            let prepared = { (line: String) in try batch(line).map { ($0.0, PreparedEvent($0.1)) } }
+            let group = { try log.appendGroup([(try prepared(sampleLine(value: 1)), nil, client.tokenDigest),
+                                               (try prepared(sampleLine(value: 2, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")), nil, nil)]) }
+            _ = try log.rotateClient(name: "partner")
+            let results = try group()
+            guard case .failure(EventLog.ClientError.tokenGone) = results[0] else {
+                Issue.record("the batch of a rotated-out token was not refused: \(results[0])")
+                return
+            }
+            #expect((try? results[1].get())?.appended == 1)
+            #expect(try log.head().seq == 1)
+        }
+    }
+
     @Test("flipping one stored byte makes verify name that seq")
     func tamperDetected() throws {
         try withTemporaryLedger { path in
