@@ -4,6 +4,9 @@
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <microhttpd.h>
 
 /* libmicrohttpd (and GnuTLS behind it) is not linked: `serve` opens it with dlopen
@@ -37,11 +40,29 @@ static inline int ledger_mhd_supports_tls(ledger_MHD_is_feature_supported_fn sup
  * an idle timeout (seconds without a byte read or written; suspended connections, such as
  * streams waiting for a change, never time out); with a key and certificate, HTTPS. */
 /* GnuTLS's choice of protocols and ciphers for HTTPS: TLS 1.2 and 1.3 only (RFC 8996
- * deprecates 1.0 and 1.1), key exchange with forward secrecy only (no static RSA), and AEAD
- * ciphers only (no CBC with HMAC), as Mozilla's "intermediate" profile; the server's order. */
+ * deprecates 1.0 and 1.1), no static RSA key exchange (no forward secrecy), and AEAD ciphers
+ * only (no CBC with HMAC), as Mozilla's "intermediate" profile, in the server's order. Finite
+ * field DHE is left out too, which Mozilla keeps for old clients: ECDHE serves every client
+ * this API has. */
 static const char ledger_tls_priorities[] =
     "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-RSA:-DHE-RSA:-SHA1:-SHA256:-SHA384"
     ":-AES-128-CBC:-AES-256-CBC:-CAMELLIA-128-CBC:-CAMELLIA-256-CBC:%SERVER_PRECEDENCE";
+
+/* libmicrohttpd's messages (why a start failed: "Failed to bind to port 0: Address already in
+ * use", "Failed to setup x509 certificate/key pair: …" then "Failed to initialize TLS support."),
+ * kept by `ledger_mhd_logger` for the caller to show, each after the one before, as many as
+ * fit. Written on whichever thread libmicrohttpd logs from; read only after a start failed,
+ * when no other thread has it. */
+struct ledger_mhd_log { char text[1024]; };
+
+static void ledger_mhd_logger(void *cls, const char *format, va_list arguments) {
+    struct ledger_mhd_log *log = cls;
+    size_t used = strnlen(log->text, sizeof log->text - 1);
+    if (used > 0 && used + 2 < sizeof log->text) {
+        log->text[used++] = ' ';
+    }
+    if (used + 1 < sizeof log->text) vsnprintf(log->text + used, sizeof log->text - used, format, arguments);
+}
 
 static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn start_daemon,
                                                   const struct sockaddr *address,
@@ -50,27 +71,27 @@ static inline struct MHD_Daemon *ledger_mhd_start(ledger_MHD_start_daemon_fn sta
                                                   MHD_NotifyConnectionCallback connections, void *connections_cls,
                                                   unsigned int connection_limit, unsigned int per_address_limit,
                                                   unsigned int idle_timeout,
-                                                  const char *tls_key, const char *tls_cert) {
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+                                                  const char *tls_key, const char *tls_cert,
+                                                  struct ledger_mhd_log *log) {
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (address->sa_family == AF_INET6) flags |= MHD_USE_IPv6;
-    struct MHD_OptionItem options[] = {
-        {MHD_OPTION_SOCK_ADDR, 0, (void *)address},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls},
-        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)connections, connections_cls},
-        {MHD_OPTION_CONNECTION_LIMIT, connection_limit, NULL},
-        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit, NULL},
-        {MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, NULL},
-        /* HTTPS with GnuTLS: the key and certificate chain in PEM, in memory. */
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)tls_key},
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)tls_cert},
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)ledger_tls_priorities},
-        {MHD_OPTION_END, 0, NULL},
-    };
+    struct MHD_OptionItem options[12];
+    unsigned int n = 0;
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)ledger_mhd_logger, log};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_SOCK_ADDR, 0, (void *)address};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)connections, connections_cls};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_LIMIT, connection_limit, NULL};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_address_limit, NULL};
+    options[n++] = (struct MHD_OptionItem){MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout, NULL};
     if (tls_key && tls_cert) {
+        /* HTTPS with GnuTLS: the key and certificate chain in PEM, in memory. */
         flags |= MHD_USE_TLS;
-    } else {
-        options[6].option = MHD_OPTION_END;
+        options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)tls_key};
+        options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)tls_cert};
+        options[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)ledger_tls_priorities};
     }
+    options[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     return start_daemon(flags, 0, NULL, NULL, handler, handler_cls,
                         MHD_OPTION_ARRAY, options, MHD_OPTION_END);
 }

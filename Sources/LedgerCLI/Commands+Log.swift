@@ -150,7 +150,7 @@ extension Commands {
         }
         let user = arguments.value("user")
         let log = try context.openLog(arguments, create: false)
-        let start = try log.walkStart(from: from, id: id)
+        let start = try log.walkAfter(from: from, id: id)
         if let id, start == nil { context.stderr.write("note: no event in this ledger has id \(id.lowercased)\n") }
 
         // The table, for people, summarises each event and ends with its full hash (what an
@@ -209,20 +209,20 @@ extension Commands {
 
     /// One line describing an event, for the table format.
     static func summary(of event: (id: UUID, payload: Event.Payload)) -> String {
+        /// A value as the JSON has it (shortest form).
+        func number(_ value: Double) -> String {
+            var bytes: [UInt8] = []
+            JSONValue.writeNumber(value, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        }
         switch event.payload {
         case .sample(let sample):
-            var number: [UInt8] = []
-            JSONValue.writeNumber(sample.value, to: &number)
-            return "\(sample.type.rawValue) \(String(decoding: number, as: UTF8.self)) \(sample.unit) "
+            return "\(sample.type.rawValue) \(number(sample.value)) \(sample.unit) "
                 + "\(sample.start.rfc3339)..\(sample.end.rfc3339) from \(sample.source.name)"
         case .correction(let correction):
             // What an amendment sets, so that the table shows what became of the sample.
             var sets: [String] = []
-            if let value = correction.value {
-                var number: [UInt8] = []
-                JSONValue.writeNumber(value, to: &number)
-                sets.append("value=\(String(decoding: number, as: UTF8.self))")
-            }
+            if let value = correction.value { sets.append("value=\(number(value))") }
             if let unit = correction.unit { sets.append("unit=\(unit)") }
             if let start = correction.start { sets.append("start=\(start.rfc3339)") }
             if let end = correction.end { sets.append("end=\(end.rfc3339)") }
@@ -263,7 +263,7 @@ extension Commands {
         if let text = arguments.value("expect-hash") {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 2, let seq = UInt64(parts[0]), seq > 0, parts[1].count == 64,
-                  parts[1].allSatisfy(\.isHexDigit) else {
+                  parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) }) else {
                 throw CLIError.usage("'--expect-hash' needs SEQ:HASH, a seq from 1 and its 64 hex digit hash, got '\(text)'", usage: arguments.usage)
             }
             kept = (seq, parts[1].lowercased())

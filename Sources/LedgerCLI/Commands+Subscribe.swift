@@ -62,7 +62,7 @@ func installHandler(_ signal: Int32, restarting: Bool, _ handler: @convention(c)
 /// only call async-signal-safe functions.
 nonisolated(unsafe) private let cutLedgerMessage = strdup(
     "Error: reading the ledger's map failed (SIGBUS): its data.mdb ends before a page it uses (the file was cut short). "
-        + "Restore it from a backup (mdb_copy makes one)\n")!
+        + "Restore it from a backup ('ledger backup' makes one)\n")!
 private let cutLedgerMessageLength = strlen(cutLedgerMessage)
 
 extension LedgerCommandLine {

@@ -41,6 +41,8 @@ final class EventStream: @unchecked Sendable {
     private var sentOfNext: Int
     private var pending: [UInt8] = []
     private var pendingOffset = 0
+    /// Set by `end(because:)`: once `pending` is sent, the stream ends.
+    private var ended = false
 
     private struct WakeState {
         var suspended = false
@@ -85,7 +87,7 @@ final class EventStream: @unchecked Sendable {
         while pendingOffset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
-            if lock.withLock({ $0.closing }) { return -1 }
+            if ended || lock.withLock({ $0.closing }) { return -1 }
             let moved = rawEvents ? readEvents() : readChanges()
             if !pending.isEmpty { break }
             // Changes the filter or the client's grants left out still moved the cursor: read
@@ -144,13 +146,25 @@ final class EventStream: @unchecked Sendable {
     }
 
     /// Reads events after the cursor into `pending`, those the filter passes. Returns whether
-    /// the cursor moved.
+    /// the cursor moved. A record that cannot be read or filtered ends the stream (`ended`),
+    /// after a comment naming it: skipped, the client would lose the event without knowing;
+    /// retried, the page was read again for ever on libmicrohttpd's one thread (a review).
     private func readEvents() -> Bool {
-        guard let page = try? server.log.records(after: cursor, limit: 512) else { return false }
+        let before = cursor
+        let page: [EventRecord]
+        do {
+            page = try server.log.records(after: cursor, limit: 512)
+        } catch {
+            return end(because: "the log cannot be read after seq \(cursor) (\(error))")
+        }
         for record in page {
             if filter.user != nil || filter.type != nil {
-                guard let event = try? record.typedEvent(),
-                      let passes = try? server.log.eventPasses(event, user: filter.user, type: filter.type) else { break }
+                let passes: Bool
+                do {
+                    passes = try server.log.eventPasses(try record.typedEvent(), user: filter.user, type: filter.type)
+                } catch {
+                    return end(because: "seq \(record.seq) cannot be read (\(error))")
+                }
                 if !passes {
                     cursor = record.seq
                     continue
@@ -159,7 +173,15 @@ final class EventStream: @unchecked Sendable {
             pending += Array("id: \(record.seq)\nevent: event\ndata: ".utf8) + record.json + [0x0A, 0x0A]
             cursor = record.seq
         }
-        return !page.isEmpty
+        return cursor != before
+    }
+
+    /// Ends the stream once `pending` is sent, with a comment saying why. Returns true: the
+    /// stream has something to send.
+    private func end(because reason: String) -> Bool {
+        pending += Array(": \(reason.replacingOccurrences(of: "\n", with: " ")); the stream ends\n\n".utf8)
+        ended = true
+        return true
     }
 
     /// Wakes the stream: resumes it if suspended, or makes its next `fill` look again.

@@ -117,6 +117,14 @@ public final class HTTPServer: @unchecked Sendable {
     }
     private let tls: TLSFiles?
 
+    /// Where libmicrohttpd leaves its last message (`ledger_mhd_logger`): why a start failed.
+    /// Allocated for the server's life, as the daemon may log into it until it stops.
+    private let mhdLog: UnsafeMutablePointer<ledger_mhd_log> = {
+        let log = UnsafeMutablePointer<ledger_mhd_log>.allocate(capacity: 1)
+        log.initialize(to: ledger_mhd_log())
+        return log
+    }()
+
     /// Where `start` opens the audit log (`AuditLog`), if anywhere.
     private let auditLogPath: String?
     private var auditLog: AuditLog?
@@ -137,6 +145,11 @@ public final class HTTPServer: @unchecked Sendable {
         self.headerTimeout = .seconds(headerTimeout)
         self.bodyTimeout = .seconds(bodyTimeout)
         self.perAddressLimit = perAddressLimit
+    }
+
+    deinit {
+        // A running daemon may still log into it; a server is stopped before it goes.
+        if daemon == nil { mhdLog.deallocate() }
     }
 
     /// Why the server could not start.
@@ -191,7 +204,7 @@ public final class HTTPServer: @unchecked Sendable {
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { address in
                     ledger_mhd_start(mhd.startDaemon, address, accessHandler, context, requestCompleted, context,
                                      connectionNotified, context, UInt32(HTTPServer.connectionLimit), UInt32(perAddressLimit),
-                                     UInt32(idleTimeout), key, certificate)
+                                     UInt32(idleTimeout), key, certificate, mhdLog)
                 }
             }
         }
@@ -202,12 +215,18 @@ public final class HTTPServer: @unchecked Sendable {
             daemon = startDaemon(key: nil, certificate: nil)
         }
         guard let daemon else {
-            // Whose fault: the address, or (when plain HTTP starts there) the key and certificate.
-            if let tls, let plain = startDaemon(key: nil, certificate: nil) {
-                mhd.stopDaemon(plain)
-                throw StartError(description: "GnuTLS refused --tls-key \(tls.key) with --tls-cert \(tls.certificate): a PEM private key and the certificate chain it belongs to (the server's certificate first) are needed")
+            // libmicrohttpd's own reason: the address ("Failed to bind to port …: Address already
+            // in use"), or GnuTLS's refusal of the key and certificate.
+            let reason = withUnsafeBytes(of: &mhdLog.pointee.text) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                .replacingOccurrences(of: "\n", with: " ").trimmingCharacters(in: .whitespaces)
+            if reason.contains("Failed to bind") || reason.isEmpty || tls == nil {
+                // (libmicrohttpd names port 0: the address comes in a sockaddr, not as a port.)
+                let why = reason.contains("Address already in use") ? "the address is in use"
+                    : reason.contains("Permission denied") ? "not allowed (a port below 1024 needs privileges)"
+                    : reason.isEmpty ? "address in use, or not allowed" : "libmicrohttpd says \"\(reason)\""
+                throw StartError(description: "cannot listen on \(host):\(port): \(why)")
             }
-            throw StartError(description: "cannot listen on \(host):\(port) (address in use, or not allowed)")
+            throw StartError(description: "cannot serve HTTPS with --tls-key \(tls!.key) and --tls-cert \(tls!.certificate): libmicrohttpd says \"\(reason)\" (a PEM private key and the certificate chain it belongs to, the server's certificate first, are needed)")
         }
         bus.start()
         _ = bus.observe { [weak self] in self?.wakeStreams(heartbeat: false) }
@@ -336,6 +355,7 @@ public final class HTTPServer: @unchecked Sendable {
             headerWatch.withLock { watch in
                 watch.sockets[key] = nil
                 watch.awaiting[key] = nil
+                watch.bodyDeadlines[key] = nil  // the key (the connection's address) is reused
             }
         }
     }
@@ -832,12 +852,21 @@ public final class HTTPServer: @unchecked Sendable {
             id = parsed
         }
         let user = arguments["user"]
+        let after: UInt64
+        do {
+            guard let found = try log.walkAfter(from: from, id: id) else {
+                return .error(404, "no event in this ledger has id \(id!.lowercased)")
+            }
+            after = found
+        } catch {
+            return .error(500, "\(error)")
+        }
         var known: [UUID: String] = [:]
         var history = id.map(EventHistory.init(of:))
         var out: [UInt8] = [UInt8(ascii: "[")]
         var count = 0
         do {
-            try log.forEachRecord(after: try log.walkStart(from: from, id: id) ?? .max) { record in
+            try log.forEachRecord(after: after) { record in
                 if count >= limit { return false }
                 if kind != nil || user != nil || history != nil {
                     let event = try record.typedEvent()
@@ -997,27 +1026,37 @@ public final class HTTPServer: @unchecked Sendable {
         if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
             return queue(.error(403, refusal), on: connection)
         }
-        // The header; else `lastEventId`, which EventSource polyfills put in the query when
-        // they reconnect; else `from`.
+        switch streamStart(connection, withinSeq: true) {
+        case .success(let position):
+            return openStream(EventStream(connection: connection, server: self, filter: filter, client: client,
+                                          cursor: position.after, sentOfNext: position.sentOfNext), on: connection)
+        case .failure(let refusal):
+            return queue(refusal.response, on: connection)
+        }
+    }
+
+    /// A request refused with `response`, as an error.
+    struct Refusal: Error {
+        var response: Response
+    }
+
+    /// Where a stream starts: after the `Last-Event-ID` header's position, else after
+    /// `lastEventId` (EventSource polyfills put it in the query when they reconnect), else
+    /// after `from`; at the head for `now` or none. A position inside a seq (`SEQ.K`) only
+    /// `withinSeq` (changes: an event is one seq). Refused past the head (409).
+    private func streamStart(_ connection: OpaquePointer, withinSeq: Bool) -> Result<ChangePosition, Refusal> {
         // Whitespace around a header's value is not part of it (RFC 9110 §5.5); libmicrohttpd
         // drops only the leading.
         let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID").map { $0.trimmingCharacters(in: .whitespaces) }
             ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
-        var cursor: UInt64
-        var sentOfNext = 0
-        if let resume, resume != "now" {
-            guard let position = ChangePosition(resume) else {
-                return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"), on: connection)
-            }
-            (cursor, sentOfNext) = (position.after, position.sentOfNext)
-            if let refusal = position.pastHead((try? log.head().seq) ?? 0, given: resume) {
-                return queue(.error(409, refusal), on: connection)
-            }
-        } else {
-            cursor = (try? log.head().seq) ?? 0
+        let head = (try? log.head().seq) ?? 0
+        guard let resume, resume != "now" else { return .success(ChangePosition(after: head, sentOfNext: 0)) }
+        guard let position = ChangePosition(resume), withinSeq || position.sentOfNext == 0 else {
+            return .failure(Refusal(response: .error(400, withinSeq ? "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"
+                                                                   : "'from' / 'Last-Event-ID' must be a seq (or now)")))
         }
-        return openStream(EventStream(connection: connection, server: self, filter: filter, client: client,
-                                      cursor: cursor, sentOfNext: sentOfNext), on: connection)
+        if let refusal = position.pastHead(head, given: resume) { return .failure(Refusal(response: .error(409, refusal))) }
+        return .success(position)
     }
 
     /// `GET /v1/subscribe/events`: the events themselves as they are committed, for admin
@@ -1032,21 +1071,13 @@ public final class HTTPServer: @unchecked Sendable {
             guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
             filter.type = type
         }
-        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID").map { $0.trimmingCharacters(in: .whitespaces) }
-            ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
-        let head = (try? log.head().seq) ?? 0
-        var cursor = head
-        if let resume, resume != "now" {
-            guard let seq = UInt64(resume) else {
-                return queue(.error(400, "'from' / 'Last-Event-ID' must be a seq (or now)"), on: connection)
-            }
-            if let refusal = ChangePosition(after: seq, sentOfNext: 0).pastHead(head, given: resume) {
-                return queue(.error(409, refusal), on: connection)
-            }
-            cursor = seq
+        switch streamStart(connection, withinSeq: false) {
+        case .success(let position):
+            return openStream(EventStream(connection: connection, server: self, filter: filter, rawEvents: true,
+                                          client: client, cursor: position.after), on: connection)
+        case .failure(let refusal):
+            return queue(refusal.response, on: connection)
         }
-        return openStream(EventStream(connection: connection, server: self, filter: filter, rawEvents: true,
-                                      client: client, cursor: cursor), on: connection)
     }
 
     /// Registers `stream` and answers `connection` with it, as Server-Sent Events.

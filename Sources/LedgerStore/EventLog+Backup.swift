@@ -69,17 +69,26 @@ extension EventLog {
         }
         // LMDB copies in one call, which nothing can cut short: it runs on a thread of its own
         // while this one watches for an interruption. On one, what was written is removed and
-        // the backup returns; the copy's thread is left to end with the process (it writes
-        // into the removed file meanwhile).
-        let outcome = Mutex<Result<Void, any Error>?>(nil)
+        // the backup returns, abandoning the copy: its thread goes on writing into the removed
+        // file (holding a read snapshot of the ledger) until LMDB returns, or the process ends,
+        // and then closes `fd` itself. Whichever side finishes last closes it, so its number
+        // cannot be given to another file while the copy may still write to it.
+        let outcome = Mutex<(result: Result<Void, any Error>?, abandoned: Bool)>((nil, false))
         let environment = environment
         let copier = Thread {
             let result = Result { try environment.copy(to: fd) }
-            outcome.withLock { $0 = result }
+            let abandoned = outcome.withLock { state -> Bool in
+                state.result = result
+                return state.abandoned
+            }
+            if abandoned { close(fd) }
         }
         copier.start()
-        while outcome.withLock({ $0 }) == nil {
-            if isInterrupted() {
+        while outcome.withLock({ $0.result }) == nil {
+            if isInterrupted(), outcome.withLock({ state -> Bool in
+                if state.result == nil { state.abandoned = true }
+                return state.abandoned
+            }) {
                 removeWritten()
                 throw Interrupted()
             }
@@ -88,7 +97,7 @@ extension EventLog {
         var open = true
         do {
             do {
-                try outcome.withLock { $0! }.get()
+                try outcome.withLock { $0.result! }.get()
             } catch let error as LMDBError {
                 throw fail(error.message)
             }

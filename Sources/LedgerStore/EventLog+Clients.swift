@@ -60,7 +60,7 @@ extension EventLog {
         let digest = Digest.sha256(Array(token.utf8))
         try environment.write { txn in
             guard try txn.get(clientsDatabase, nameKey(name)) == nil else { throw ClientError.exists(name) }
-            if case .unknown(_, let similar?) = try unknownClient(name, in: txn) { throw ClientError.lookAlike(name, existing: similar) }
+            if let similar = try lookAlike(of: name, in: txn) { throw ClientError.lookAlike(name, existing: similar) }
             let value = [admin ? 1 : 0] + digest + UInt64(bitPattern: clock().microseconds).bigEndianBytes + Array(name.utf8)
             try txn.put(clientsDatabase, nameKey(name), value)
             try txn.put(clientsDatabase, tokenKey(digest), Digest.sha256(Array(name.utf8)))
@@ -111,16 +111,22 @@ extension EventLog {
         }
     }
 
-    /// `ClientError.unknown` for `name`, naming a client whose name reads the same if there is one.
-    private func unknownClient(_ name: String, in txn: Transaction) throws -> ClientError {
+    /// The name of a client that reads as `name` (Swift's `==` is canonical equivalence),
+    /// whether spelled as it or otherwise; nil when there is none.
+    private func lookAlike(of name: String, in txn: Transaction) throws -> String? {
         var similar: String?
         try txn.scan(clientsDatabase, from: [UInt8(ascii: "n")]) { key, value in
             guard key.first == UInt8(ascii: "n") else { return false }
             let client = try decodeClient(Array(value))
-            if client.name == name { similar = client.name }  // Swift's == is canonical equivalence
+            if client.name == name { similar = client.name }
             return similar == nil
         }
-        return .unknown(name, similar: similar)
+        return similar
+    }
+
+    /// `ClientError.unknown` for `name`, naming a client whose name reads the same if there is one.
+    private func unknownClient(_ name: String, in txn: Transaction) throws -> ClientError {
+        .unknown(name, similar: try lookAlike(of: name, in: txn))
     }
 
     /// Removes a client; its token stops working at once.
@@ -152,7 +158,7 @@ extension EventLog {
     /// Whether `client`'s token still works: false once `removeClient` has removed it (a
     /// stream opened with it then ends).
     public func tokenWorks(for client: APIClient) throws -> Bool {
-        try environment.read { txn in try txn.get(clientsDatabase, tokenKey(client.tokenDigest)) != nil }
+        try environment.read { txn in try tokenExists(client.tokenDigest, in: txn) }
     }
 
     /// A client record: admin flag (1 byte), the token's SHA-256 (32), created (8), the name.

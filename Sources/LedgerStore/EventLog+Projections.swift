@@ -271,13 +271,13 @@ extension EventLog {
             last = event.seq
             if last % EventLog.progressStep == 0 { progress?(last) }
         }
-        let expected = try head(in: txn).seq
+        let head = try head(in: txn).seq
         try foldRecords({
             // Only what appends admit is folded: seqs from 1 in order, each id once. A record
             // added by hand is named, not counted (a review: after `verify` had named a copied
             // record, `rebuild` counted it twice without a word). Checked on the reading
             // thread, beside the fold; the hashes are `verify`'s and `replay`'s to recompute.
-            var chain = ChainWalk(hashing: false, checkingIDs: true, expected: expected)
+            var chain = ChainWalk(hashing: false, checkingIDs: true, capacity: head)
             return { raw, _ in
                 try chain.check(raw)
                 return .fold(try raw.loggedEvent())

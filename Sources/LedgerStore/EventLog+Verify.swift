@@ -16,19 +16,17 @@ extension EventLog {
     /// `isInterrupted` is asked every 4,096 records; when it says so, `Interrupted` is thrown.
     public func walkChain(progress: ((UInt64) -> Void)? = nil, isInterrupted: () -> Bool = { false }) throws -> VerifyReport {
         var chain = ChainWalk()
-        var last: Timestamp?
         try environment.read { txn in
             try txn.scan(events) { key, value in
                 if chain.expected % 4096 == 0, isInterrupted() { throw Interrupted() }
                 let raw = RawRecord(seq: try seq(key, in: "events"), value)
                 guard raw.isWellFormed else { _ = try EventRecord(seq: raw.seq, decoding: raw.bytes); return false }
                 try chain.check(raw)
-                last = raw.recorded
                 if raw.seq % EventLog.progressStep == 0 { progress?(raw.seq) }
                 return true
             }
         }
-        return VerifyReport(verified: chain.expected - 1, head: Head(seq: chain.expected - 1, hash: chain.previousHash, recorded: last))
+        return VerifyReport(verified: chain.expected - 1, head: Head(seq: chain.expected - 1, hash: chain.previousHash, recorded: chain.lastRecorded))
     }
 
     /// Recomputes the hash chain from `seq` 1 and checks that positions are gapless and that
@@ -65,7 +63,7 @@ extension EventLog {
             // Appends admit an id once; a second is a record someone added with a valid chain
             // hash (an audit: the fold counted it twice, and verify sent the user round a
             // repair of the index that could not mend it).
-            var chain = ChainWalk(checkingIDs: true, expected: try self.head().seq)
+            var chain = ChainWalk(checkingIDs: true, capacity: try self.head().seq)
             // Events of each kind, against the counts appends keep (`stats`; an audit found a
             // damaged count that `stats` named passed by `verify`).
             var kinds: [EventKind: UInt64] = [:]

@@ -326,13 +326,13 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Where a walk of the log (`forEachRecord(after:)`) for the events from seq `from` on
-    /// begins; with `id`, at that event, whose history (`EventHistory`) comes after it and is
-    /// followed from it even when only what comes from `from` on is shown. Nil when no event
-    /// has `id`.
-    public func walkStart(from: UInt64, id: UUID?) throws -> UInt64? {
+    /// The position a walk of the log (`forEachRecord(after:)`) for the events from seq
+    /// `from` on starts after; with `id`, the one before that event, whose history
+    /// (`EventHistory`) comes after it and is followed from it even when only what comes from
+    /// `from` on is shown. Nil when no event has `id`.
+    public func walkAfter(from: UInt64, id: UUID?) throws -> UInt64? {
         guard let id else { return from > 0 ? from - 1 : 0 }
-        return try record(id: id).map { $0.seq - 1 }
+        return try record(id: id).map { max($0.seq, 1) - 1 }  // a damaged index may say 0
     }
 
     /// Visits records with `seq > after` in order until `body` returns false. Each read

@@ -211,11 +211,11 @@ struct ChainWalk {
     /// with a valid chain hash is otherwise counted twice). In memory: about 50 MB a million.
     private var seqOfID: [UUID: UInt64]?
 
-    /// `expected`: about how many records the walk will see (the head), so that the ids' table
+    /// `capacity`: about how many records the walk will see (the head), so that the ids' table
     /// is made once at its size rather than grown and rehashed a score of times.
-    init(hashing: Bool = true, checkingIDs: Bool = false, expected: UInt64 = 0) {
+    init(hashing: Bool = true, checkingIDs: Bool = false, capacity: UInt64 = 0) {
         self.hashing = hashing
-        seqOfID = checkingIDs ? Dictionary(minimumCapacity: Int(min(expected, 1 << 28))) : nil
+        seqOfID = checkingIDs ? Dictionary(minimumCapacity: Int(min(capacity, 1 << 28))) : nil
     }
 
     /// Checks that `id`, of the record at `seq`, came in no earlier record.

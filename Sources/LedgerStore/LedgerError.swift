@@ -64,7 +64,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notALedger(let path, let reason):
             "'\(path)' holds an LMDB environment that is not a ledger (\(reason)); nothing was read or written. Point --db at a ledger directory"
         case .damaged(let path, let reason):
-            "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup (mdb_copy makes one)"
+            "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup ('ledger backup' makes one)"
         case .backupFailed(let path, let reason):
             "cannot back up to '\(path)': \(reason); nothing was written there"
         case .diskFull(let path):

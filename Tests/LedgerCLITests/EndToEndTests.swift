@@ -335,7 +335,7 @@ struct EndToEndTests {
             try handle.close()
             let verify = try runProcess(binary, ["verify", "--db", db])
             #expect(verify.status == 1)
-            #expect(verify.stderr == "Error: reading the ledger's map failed (SIGBUS): its data.mdb ends before a page it uses (the file was cut short). Restore it from a backup (mdb_copy makes one)\n")
+            #expect(verify.stderr == "Error: reading the ledger's map failed (SIGBUS): its data.mdb ends before a page it uses (the file was cut short). Restore it from a backup ('ledger backup' makes one)\n")
         }
     }
 

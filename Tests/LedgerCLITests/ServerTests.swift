@@ -1,6 +1,6 @@
 import Foundation
 import LedgerCore
-import LedgerStore
+@testable import LedgerStore
 import LedgerTestSupport
 import Synchronization
 import Testing
@@ -112,9 +112,12 @@ struct ServerTests {
                 let token = try runProcess(f.binary, ["client", "add", name, "--admin", "--db", f.db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
                 let body = Array((step(minute: index) + "\n").utf8)
                 let slow = try KeepAliveConnection(port: f.port)
-                try slow.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
+                // libmicrohttpd sends `100 Continue` once the handler has taken the headers,
+                // which is where the token is first checked.
+                try slow.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\nExpect: 100-continue\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
+                #expect(try slow.readLine() == "HTTP/1.1 100 Continue")
+                #expect(try slow.readLine() == "")
                 try slow.send(Array(body[0..<10]))
-                Thread.sleep(forTimeInterval: 0.3)  // the headers are in and checked
                 #expect(try runProcess(f.binary, ["client", action, name, "--db", f.db]).status == 0)
                 try slow.send(Array(body[10...]))
                 let answer = try slow.request("GET", path: "/v1/health", headers: ["Authorization": "Bearer \(f.admin)"])  // reads the POST's answer
@@ -183,7 +186,13 @@ struct ServerTests {
         // certificate that is not one, either option alone.
         try withTemporaryLedger { db in
             let mismatched = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:0", "--tls-cert", certificate, "--tls-key", otherKey])
-            #expect(mismatched.status == 1 && mismatched.stderr.hasPrefix("Error: GnuTLS refused --tls-key \(otherKey) with --tls-cert \(certificate)"), "\(mismatched.stderr)")
+            #expect(mismatched.status == 1 && mismatched.stderr.hasPrefix("Error: cannot serve HTTPS with --tls-key \(otherKey) and --tls-cert \(certificate): libmicrohttpd says \"GnuTLS failed to setup x509 certificate/key: The certificate and the given key do not match."), "\(mismatched.stderr)")
+            // A port taken is named as such, not blamed on the files (a review: the check
+            // started a plain server there to tell, which any free port passed).
+            let first = try ServerProcess(binary: binary, db: db)
+            defer { first.stop() }
+            let taken = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:\(first.port)", "--tls-cert", certificate, "--tls-key", key])
+            #expect(taken.status == 1 && taken.stderr == "Error: cannot listen on 127.0.0.1:\(first.port): the address is in use\n", "\(taken.stderr)")
             #expect(mismatched.stdout.isEmpty)
             let notCertificate = try runProcess(binary, ["serve", "--db", db, "--listen", "127.0.0.1:0", "--tls-cert", key, "--tls-key", key])
             #expect(notCertificate.status == 1 && notCertificate.stderr == "Error: --tls-cert \(key) is not a PEM certificate (no 'BEGIN CERTIFICATE' in it)\n", "\(notCertificate.stderr)")
@@ -235,6 +244,37 @@ struct ServerTests {
             #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?from=2.0", headers: f.auth).status == 400)
             #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?from=6", headers: f.auth).status == 409)
             #expect(try SSEStream(port: f.port, path: "/v1/subscribe/events?type=walking", headers: f.auth).status == 400)
+        }
+    }
+
+    /// A review: a filtered events stream that met a record it could not decode read the same
+    /// page again for ever, on libmicrohttpd's one thread, and the whole server stopped.
+    @Test("an events stream that meets an unreadable record says so and ends, and the server goes on")
+    func eventsStreamDamagedRecord() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let admin = try runProcess(binary, ["client", "add", "admin", "--admin", "--db", db]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((step(minute: 0) + "\n" + step(minute: 1) + "\n" + step(minute: 2)).utf8)).status == 0)
+            do {  // seq 2's typed part names a kind no release has
+                let log = try EventLog(path: db, create: false)
+                try log.environment.write { txn in
+                    var bytes = try #require(try txn.get(log.events, UInt64(2).bigEndianBytes))
+                    let jsonLength = Int(UInt32(bigEndianBytes: Array(bytes[42..<46])))
+                    bytes[46 + jsonLength + 16] = 99
+                    try txn.put(log.events, UInt64(2).bigEndianBytes, bytes)
+                }
+            }
+            let server = try ServerProcess(binary: binary, db: db)
+            defer { server.stop() }
+            let auth = ["Authorization": "Bearer \(admin)"]
+            let stream = try SSEStream(port: server.port, path: "/v1/subscribe/events?user=ann&from=0", headers: auth)
+            #expect(stream.status == 200)
+            var seen: [String] = []
+            while let event = try stream.next(timeout: 5) {
+                seen.append(event.id ?? event.comment ?? "?")
+            }
+            #expect(seen.count == 3 && seen[1] == "1" && seen[2].hasPrefix("seq 2 cannot be read (") && seen[2].hasSuffix("; the stream ends"), "\(seen)")
+            #expect(try http("GET", port: server.port, path: "/v1/health", headers: auth, timeout: 5).status == 200)
         }
     }
 
@@ -409,7 +449,8 @@ struct ServerTests {
             let history = try get("/v1/events?id=\(bobsID)")
             let kinds = try items(history.body).compactMap { $0["kind"]?.stringValue }
             #expect(kinds == ["sample", "correction"], "\(history.body)")
-            #expect(try get("/v1/events?id=00000000-0000-4000-8000-000000000000").body.hasPrefix("[]"))
+            let unknown = try get("/v1/events?id=00000000-0000-4000-8000-000000000000")
+            #expect(unknown.status == 404 && unknown.body.contains("no event in this ledger has id 00000000-0000-4000-8000-000000000000"), "\(unknown.body)")
             #expect(try get("/v1/events?id=x").status == 400)
             let page = try get("/v1/events?limit=10001")
             #expect(page.status == 400 && page.body.contains("from 0 to 10000"), "\(page.body)")
@@ -632,14 +673,14 @@ struct ServerTests {
     /// connection for ever.
     @Test("--body-timeout closes a connection dripping its body, but not one sending at the rate, nor a stream")
     func bodyTimeout() throws {
-        try withStreamingServer(["--idle-timeout", "60", "--body-timeout", "1"]) { server in
-            // A body of 24,000 bytes or so sent in twelve parts over about 3 s: past the 1 s, but
-            // each part buys 2 s more.
+        try withStreamingServer(["--idle-timeout", "60", "--body-timeout", "3"]) { server in
+            // A body of 24,000 bytes or so sent in 40 parts, one about every 0.2 s: past the 3 s
+            // in all, but never 3 s without a part (each buys 0.6 s, up to 3 s from now).
             let lines = (0..<140).map { step("u\($0)", minute: $0 % 60) }.joined(separator: "\n") + "\n"
             let body = Array(lines.utf8)
             let steady = try KeepAliveConnection(port: server.port)
             try steady.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: \(body.count)\r\n\r\n".utf8))
-            let part = (body.count + 11) / 12
+            let part = (body.count + 39) / 40
             var sentAt = 0
             func sendPart() throws {
                 guard sentAt < body.count else { return }
@@ -653,7 +694,7 @@ struct ServerTests {
             #expect(closed, "a connection dripping its body was still open after 15 s")
             #expect(after < 10)
             // Bytes sent fast buy no long silence after them: 200,000 at once, then a drip,
-            // is cut about 1 s after the burst (uncapped, the burst bought 200 s).
+            // is cut about 3 s after the burst (uncapped, the burst bought 200 s).
             let burst = try KeepAliveConnection(port: server.port)
             try burst.send(Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\n\r\n".utf8))
             try burst.send([UInt8](repeating: 0x0A, count: 200_000))
@@ -661,9 +702,9 @@ struct ServerTests {
             #expect(burstClosed && burstAfter < 10, "a burst then a drip was open for \(burstAfter) s")
             while sentAt < body.count {
                 try sendPart()
-                Thread.sleep(forTimeInterval: 0.25)
+                Thread.sleep(forTimeInterval: 0.2)
             }
-            #expect(Date().timeIntervalSince(started) > 1.5)  // past the 1 s, and not cut
+            #expect(Date().timeIntervalSince(started) > 3)  // longer than the timeout in all
             let answer = try steady.request("GET", path: "/v1/health")  // reads the POST's answer
             #expect(answer.status == 200)
             #expect(try http("GET", port: server.port, path: "/v1/health").body.contains(#""head":140"#))

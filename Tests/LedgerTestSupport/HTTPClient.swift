@@ -148,6 +148,10 @@ public final class KeepAliveConnection {
     /// Sends raw bytes (a request cut short, say).
     public func send(_ bytes: [UInt8]) throws { try connection.send(bytes) }
 
+    /// The next line the server sends (without its CRLF), or nil when it closed the connection:
+    /// an interim `HTTP/1.1 100 Continue`, say.
+    public func readLine(timeout: Double = 10) throws -> String? { try connection.line(timeout: timeout) }
+
     /// Whether the server closes the connection within `timeout` seconds (reading and
     /// dropping whatever it sends first).
     public func waitForClose(timeout: Double) throws -> Bool {

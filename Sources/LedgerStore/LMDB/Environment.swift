@@ -255,15 +255,20 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Writes a consistent copy of the environment, as one read snapshot sees it, to `fd`
-    /// (`mdb_env_copyfd2`, what `mdb_copy` does): writers go on meanwhile. Returns nothing;
-    /// the copy's head is read from the copy itself.
+    /// Writes a consistent copy of the environment, as one read snapshot sees it, to `fd`:
+    /// writers go on meanwhile. On read-only media (no lock, so a writer elsewhere may reuse
+    /// the snapshot's pages) a copy during which a commit landed is refused, as reads are
+    /// (`checkUnchanged`). Calls `mdb_env_copyfd2`, as `mdb_copy` does.
     func copy(to fd: Int32) throws {
         var attempts = 0
         while true {
+            let before = info.lastTransaction
             resizeLock.lockShared()
             let code = mdb_env_copyfd2(handle, fd, 0)
             resizeLock.unlockShared()
+            if code == 0, isOnReadOnlyMedia, info.lastTransaction != before {
+                throw LedgerError.readOnlyMedia(path: path, reason: "the ledger changed while it was copied without LMDB's lock (a process writes to it through another mount), so the copy may be torn and is not kept; copy it where it is writable")
+            }
             if code == MDB_MAP_RESIZED, attempts < 3 {
                 // Another process grew the map: adopt its size, as `transaction` does.
                 attempts += 1
