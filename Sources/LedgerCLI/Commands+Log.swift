@@ -302,7 +302,7 @@ extension Commands {
         abstract: "Copy the ledger, as it stands, into a new directory, and check the copy's hash chain.",
         usage: "ledger backup DEST [--db PATH]",
         discussion: """
-        DEST must not exist, or be an empty directory. The copy is one consistent snapshot \
+        DEST must not exist (its parent must), or be an empty directory. The copy is one consistent snapshot \
         (LMDB's mdb_env_copy, as mdb_copy makes), taken while appends and 'ledger serve' go on; \
         it holds the log, its indexes, the projections and the API clients, and is a ledger \
         of its own: use it with --db DEST, or copy it back in place of a damaged one. The copy \
