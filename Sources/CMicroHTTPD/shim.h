@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <microhttpd.h>
+#include <gnutls/x509.h>
 
 /* libmicrohttpd (and GnuTLS behind it) is not linked: `serve` opens it with dlopen
  * (LazyLibrary), so that every other command starts without it. These are the types of the
@@ -26,6 +27,34 @@ typedef __typeof__(&MHD_lookup_connection_value) ledger_MHD_lookup_connection_va
 typedef __typeof__(&MHD_get_connection_values_n) ledger_MHD_get_connection_values_n_fn;
 typedef __typeof__(&MHD_get_connection_info) ledger_MHD_get_connection_info_fn;
 typedef __typeof__(&MHD_is_feature_supported) ledger_MHD_is_feature_supported_fn;
+
+/* GnuTLS (loaded with libmicrohttpd, and opened again by name for these): the validity of the
+ * server's certificate, said at start. */
+typedef __typeof__(&gnutls_x509_crt_init) ledger_gnutls_crt_init_fn;
+typedef __typeof__(&gnutls_x509_crt_import) ledger_gnutls_crt_import_fn;
+typedef __typeof__(&gnutls_x509_crt_get_activation_time) ledger_gnutls_crt_activation_fn;
+typedef __typeof__(&gnutls_x509_crt_get_expiration_time) ledger_gnutls_crt_expiration_fn;
+typedef __typeof__(&gnutls_x509_crt_deinit) ledger_gnutls_crt_deinit_fn;
+
+/* The first certificate of `pem`: its notBefore and notAfter (seconds since 1970). 0, or -1
+ * when it does not parse. */
+static inline int ledger_gnutls_validity(ledger_gnutls_crt_init_fn init, ledger_gnutls_crt_import_fn import,
+                                         ledger_gnutls_crt_activation_fn activation,
+                                         ledger_gnutls_crt_expiration_fn expiration,
+                                         ledger_gnutls_crt_deinit_fn deinit,
+                                         const char *pem, unsigned int size,
+                                         long long *not_before, long long *not_after) {
+    gnutls_x509_crt_t certificate;
+    if (init(&certificate) < 0) return -1;
+    gnutls_datum_t datum = {(unsigned char *)pem, size};
+    int result = import(certificate, &datum, GNUTLS_X509_FMT_PEM);
+    if (result >= 0) {
+        *not_before = (long long)activation(certificate);
+        *not_after = (long long)expiration(certificate);
+    }
+    deinit(certificate);
+    return result < 0 ? -1 : 0;
+}
 
 static inline int ledger_mhd_supports_tls(ledger_MHD_is_feature_supported_fn supported) {
     return supported(MHD_FEATURE_TLS) == MHD_YES;

@@ -96,6 +96,7 @@ extension Commands {
         // A server is often started with its output closed or discarded: the line is for a
         // person or a script that wants the port, and losing it does not fail the server.
         context.stdout.forgetFailure()
+        for note in server.certificateNotes { context.stderr.write("note: \(note)\n") }
         if tls == nil, !loopback {
             context.stderr.write("note: plain HTTP on \(shown), not a loopback address: bearer tokens and every user's data cross the network in clear; give --tls-cert and --tls-key, or put a TLS proxy in front\n")
         }

@@ -228,6 +228,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             throw StartError(description: "cannot serve HTTPS with --tls-key \(tls!.key) and --tls-cert \(tls!.certificate): libmicrohttpd says \"\(reason)\" (a PEM private key and the certificate chain it belongs to, the server's certificate first, are needed)")
         }
+        if let pem { certificateNotes = HTTPServer.notes(onCertificate: pem.certificate, now: Date()) }
         bus.start()
         _ = bus.observe { [weak self] in self?.wakeStreams(heartbeat: false) }
         let thread = Thread { [weak self] in
@@ -246,6 +247,30 @@ public final class HTTPServer: @unchecked Sendable {
         thread.name = "ledger-heartbeat"
         thread.start()
         return ledger_mhd_port(mhd.getDaemonInfo, daemon)
+    }
+
+    /// What an operator should hear about the HTTPS certificate once `start` returns: that it
+    /// has expired, is not valid yet, or expires within 30 days (GnuTLS serves it all the
+    /// same; clients refuse it). Empty for plain HTTP.
+    public private(set) var certificateNotes: [String] = []
+
+    static func notes(onCertificate pem: String, now: Date) -> [String] {
+        guard let dates = try? GnuTLSCertificates(), let (notBefore, notAfter) = dates.validity(of: pem) else { return [] }
+        let nowSeconds = Int64(now.timeIntervalSince1970)
+        func day(_ seconds: Int64) -> String {
+            Timestamp(microseconds: seconds * 1_000_000).rfc3339.replacingOccurrences(of: ".000000Z", with: "Z")
+        }
+        if notAfter < nowSeconds {
+            return ["the --tls-cert certificate expired at \(day(notAfter)); clients will refuse it"]
+        }
+        if notBefore > nowSeconds {
+            return ["the --tls-cert certificate is not valid before \(day(notBefore)); clients will refuse it until then"]
+        }
+        if notAfter - nowSeconds < 30 * 86_400 {
+            let days = (notAfter - nowSeconds) / 86_400
+            return ["the --tls-cert certificate expires at \(day(notAfter)), in \(days) day\(days == 1 ? "" : "s"); renew it and restart serve"]
+        }
+        return []
     }
 
     /// The text of a PEM file given as `option`, which must hold `marker`: a regular file (a

@@ -1,4 +1,5 @@
 import CMicroHTTPD
+import Foundation
 import LedgerCore
 
 /// The libmicrohttpd functions the server calls, looked up once, when `serve` starts
@@ -41,5 +42,35 @@ struct LibMicroHTTPD: @unchecked Sendable {
         getConnectionValues = try library.function("MHD_get_connection_values_n", as: ledger_MHD_get_connection_values_n_fn.self)
         getConnectionInfo = try library.function("MHD_get_connection_info", as: ledger_MHD_get_connection_info_fn.self)
         isFeatureSupported = try library.function("MHD_is_feature_supported", as: ledger_MHD_is_feature_supported_fn.self)
+    }
+}
+
+/// The GnuTLS functions that read a certificate's dates, looked up when `serve` starts HTTPS
+/// (libmicrohttpd has loaded GnuTLS by then; this opens it again by name).
+struct GnuTLSCertificates: @unchecked Sendable {
+    // @unchecked: C function pointers, immutable once looked up.
+    let initialize: ledger_gnutls_crt_init_fn
+    let importPEM: ledger_gnutls_crt_import_fn
+    let activation: ledger_gnutls_crt_activation_fn
+    let expiration: ledger_gnutls_crt_expiration_fn
+    let deinitialize: ledger_gnutls_crt_deinit_fn
+
+    init() throws(LazyLibrary.LoadError) {
+        let library = try LazyLibrary("libgnutls", sonames: ["libgnutls.so", "libgnutls.so.30"], package: "libgnutls30")
+        initialize = try library.function("gnutls_x509_crt_init", as: ledger_gnutls_crt_init_fn.self)
+        importPEM = try library.function("gnutls_x509_crt_import", as: ledger_gnutls_crt_import_fn.self)
+        activation = try library.function("gnutls_x509_crt_get_activation_time", as: ledger_gnutls_crt_activation_fn.self)
+        expiration = try library.function("gnutls_x509_crt_get_expiration_time", as: ledger_gnutls_crt_expiration_fn.self)
+        deinitialize = try library.function("gnutls_x509_crt_deinit", as: ledger_gnutls_crt_deinit_fn.self)
+    }
+
+    /// The first certificate of `pem`'s validity, as seconds since 1970; nil when it does not parse.
+    func validity(of pem: String) -> (notBefore: Int64, notAfter: Int64)? {
+        var notBefore: Int64 = 0, notAfter: Int64 = 0
+        let parsed = pem.withCString { text in
+            ledger_gnutls_validity(initialize, importPEM, activation, expiration, deinitialize,
+                                   text, UInt32(strlen(text)), &notBefore, &notAfter)
+        }
+        return parsed == 0 ? (notBefore, notAfter) : nil
     }
 }

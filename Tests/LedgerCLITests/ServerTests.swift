@@ -1,5 +1,6 @@
 import Foundation
 import LedgerCore
+@testable import LedgerServer
 @testable import LedgerStore
 import LedgerTestSupport
 import Synchronization
@@ -201,6 +202,29 @@ struct ServerTests {
             #expect(try runProcess(binary, ["serve", "--db", db, "--tls-cert", certificate]).status == 64)
             #expect(try runProcess(binary, ["serve", "--db", db, "--tls-key", key]).status == 64)
         }
+    }
+
+    /// An audit started HTTPS with a certificate that had expired in 2020, without a word;
+    /// every client then refused it.
+    @Test("serve says at start that its certificate has expired, is not valid yet, or expires within 30 days")
+    func certificateDates() throws {
+        let directory = NSTemporaryDirectory() + "ledger-tls-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let made = try runProcess("/usr/bin/openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                                                     "-days", "365", "-subj", "/CN=127.0.0.1", "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem"])
+        try #require(made.status == 0, "\(made.stderr)")
+        let pem = try String(contentsOfFile: directory + "/cert.pem", encoding: .utf8)
+        let now = Date()
+        #expect(HTTPServer.notes(onCertificate: pem, now: now) == [])
+        let day = 86_400.0
+        let expired = HTTPServer.notes(onCertificate: pem, now: now + 400 * day)
+        #expect(expired.count == 1 && expired[0].hasPrefix("the --tls-cert certificate expired at ") && expired[0].hasSuffix("; clients will refuse it"), "\(expired)")
+        let early = HTTPServer.notes(onCertificate: pem, now: now - 2 * day)
+        #expect(early.count == 1 && early[0].hasPrefix("the --tls-cert certificate is not valid before "), "\(early)")
+        let soon = HTTPServer.notes(onCertificate: pem, now: now + 355 * day)
+        #expect(soon.count == 1 && soon[0].contains(" days; renew it and restart serve") && (soon[0].contains(", in 9 days") || soon[0].contains(", in 10 days")), "\(soon)")
+        #expect(HTTPServer.notes(onCertificate: "not a certificate", now: now) == [])
     }
 
     /// `ledger subscribe events` had no HTTP counterpart: another service that wanted each
