@@ -9,8 +9,8 @@ extension Commands {
         abstract: "Serve the HTTP API: events, projections, replay, SSE subscriptions, metrics.",
         usage: "ledger serve [--db PATH] [--listen HOST:PORT] [--no-auth] [--heartbeat SECONDS] [--idle-timeout SECONDS] [--header-timeout SECONDS] [--body-timeout SECONDS] [--per-address-limit N] [--tls-cert PEM --tls-key PEM] [--audit-log PATH] [--client-named-sources]",
         discussion: """
-        Prints 'listening on http://HOST:PORT' on stdout once it accepts connections (port 0 \
-        picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
+        Prints 'listening on http://HOST:PORT' (https with --tls-cert and --tls-key) on stdout \
+        once it accepts connections (port 0 picks a free one). Every request needs 'Authorization: Bearer <token>' from 'ledger \
         client add'; --no-auth is refused unless HOST is a loopback address. Stops cleanly on \
         SIGINT (exit 130; not when started with it ignored, as a script's 'ledger serve &' is) or \
         SIGTERM (exit 0): streams end, queued writes finish.
@@ -24,7 +24,7 @@ extension Commands {
                   OptionSpec(name: "header-timeout", value: "SECONDS",
                              help: "Close a connection that takes longer than this to send a request's line and headers, from its opening or its previous request's end (default: \(HTTPServer.defaultHeaderTimeout))."),
                   OptionSpec(name: "body-timeout", value: "SECONDS",
-                             help: "Close a connection whose request body is not in this many seconds after its headers, plus one second per \(HTTPServer.bodyBytesPerSecond) bytes received (default: \(HTTPServer.defaultBodyTimeout))."),
+                             help: "Close a connection whose request body is not in this many seconds after its headers, plus one second per \(HTTPServer.bodyBytesPerSecond) bytes received, never more than this many seconds ahead (default: \(HTTPServer.defaultBodyTimeout))."),
                   OptionSpec(name: "per-address-limit", value: "N",
                              help: "Accept at most N connections at once from one client address; more are closed as they open (default: 0, no limit)."),
                   OptionSpec(name: "tls-cert", value: "PEM",
