@@ -377,6 +377,36 @@ struct EventLogTests {
         }
     }
 
+    /// SIGINT during `ledger backup`: what was written is removed at once, while LMDB's copy,
+    /// which nothing can cut short, ends on its own thread and then closes its descriptor.
+    @Test("an interrupted backup removes what it wrote, and its copier closes its descriptor when it ends")
+    func interruptedBackup() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 20_000)))
+            let destination = path + "-copy"
+            defer { try? FileManager.default.removeItem(atPath: destination) }
+            /// This process's descriptors open on the copy (other tests run beside this one).
+            func onCopy() -> [String] {
+                ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []).compactMap {
+                    try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0)
+                }.filter { $0.hasPrefix(destination + "/") }
+            }
+            #expect(throws: EventLog.Interrupted.self) { _ = try log.backup(to: destination, isInterrupted: { true }) }
+            #expect(!FileManager.default.fileExists(atPath: destination))
+            // The copier finishes into the removed file, then closes it.
+            var open = onCopy()
+            for _ in 0..<200 where !open.isEmpty {
+                usleep(10_000)
+                open = onCopy()
+            }
+            #expect(open.isEmpty, "\(open)")
+            // The ledger is as it was, and a backup after it is whole.
+            #expect(try log.backup(to: destination) > 0)
+            #expect(try EventLog(path: destination, create: false).walkChain().verified == 20_000)
+        }
+    }
+
     /// The server checks a POST's token when its headers come and when its body is in; a
     /// large body then parses for seconds, and an audit's removal in between still let its
     /// 200,000 events be committed. The commit's own transaction checks it last.
