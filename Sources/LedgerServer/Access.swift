@@ -18,28 +18,50 @@ struct Access: Sendable {
     /// per user and source).
     var clientNamedSources = false
 
-    func mayRead(user: String, type: QuantityType, client: APIClient?) -> Bool {
-        guard let client, !client.admin else { return true }
-        return (try? log.grant(user: user, client: client.name).read.contains(type)) ?? false
-    }
+    /// What `client` may read, for one read (a page of changes, a set of rows).
+    func readCheck(for client: APIClient?) -> ReadCheck { ReadCheck(log: log, client: client) }
 
-    func mayRead(_ change: StoredChange, client: APIClient?) -> Bool {
-        guard let client, !client.admin else { return true }
-        guard let type = change.type else {
-            // A grants row: visible to the client it names (grants changes are rare; parse it).
-            guard let object = (try? JSONValue.parse(change.json))?.objectValue else { return false }
-            let row = object["row"]?.objectValue ?? object["previous"]?.objectValue
-            return row?["client"]?.stringValue.map { sameName($0, client.name) } ?? false
+    /// What one client may read, its grants looked up once per user for as long as the check
+    /// is kept: one read asks the log once per user, not once per row or change (a year of a
+    /// user's rows was hundreds of read transactions). Kept for one read only, so a revoke
+    /// takes effect from the next.
+    final class ReadCheck {
+        let log: EventLog
+        let client: APIClient?
+        private var readable: [[UInt8]: Set<QuantityType>] = [:]
+
+        init(log: EventLog, client: APIClient?) {
+            self.log = log
+            self.client = client
         }
-        return mayRead(user: change.user, type: type, client: client)
-    }
 
-    func mayRead(_ row: Row, client: APIClient?) -> Bool {
-        guard let client, !client.admin else { return true }
-        if row.projection == .grants { return row.values["client"]?.stringValue.map { sameName($0, client.name) } ?? false }
-        guard let user = row.values["user"]?.stringValue,
-              let type = row.values["type"]?.stringValue.flatMap(QuantityType.init(name:)) else { return false }
-        return mayRead(user: user, type: type, client: client)
+        func mayRead(user: String, type: QuantityType) -> Bool {
+            guard let client, !client.admin else { return true }
+            let key = Array(user.utf8)  // users are told apart by their bytes
+            if let types = readable[key] { return types.contains(type) }
+            let types = (try? log.grant(user: user, client: client.name).read) ?? []
+            readable[key] = types
+            return types.contains(type)
+        }
+
+        func mayRead(_ change: StoredChange) -> Bool {
+            guard let client, !client.admin else { return true }
+            guard let type = change.type else {
+                // A grants row: visible to the client it names (grants changes are rare; parse it).
+                guard let object = (try? JSONValue.parse(change.json))?.objectValue else { return false }
+                let row = object["row"]?.objectValue ?? object["previous"]?.objectValue
+                return row?["client"]?.stringValue.map { sameName($0, client.name) } ?? false
+            }
+            return mayRead(user: change.user, type: type)
+        }
+
+        func mayRead(_ row: Row) -> Bool {
+            guard let client, !client.admin else { return true }
+            if row.projection == .grants { return row.values["client"]?.stringValue.map { sameName($0, client.name) } ?? false }
+            guard let user = row.values["user"]?.stringValue,
+                  let type = row.values["type"]?.stringValue.flatMap(QuantityType.init(name:)) else { return false }
+            return mayRead(user: user, type: type)
+        }
     }
 
     /// For a read or subscription by a non-admin client: nil when it may go ahead (rows are
@@ -58,11 +80,14 @@ struct Access: Sendable {
     /// Nil when allowed, else why not.
     func mayAppend(_ events: [(InputLocation, PreparedEvent)], client: APIClient?) -> (location: InputLocation, message: String)? {
         guard let client, !client.admin else { return nil }
+        var shares: [[UInt8]: Set<QuantityType>] = [:]  // a batch asks once per user
         for (location, event) in events {
             guard case .sample(let sample) = event.payload else {
                 return (location, "\(location): client '\(client.name)' may append only samples; \(event.payload.kind.rawValue) events need an admin client")
             }
-            let share = (try? log.grant(user: sample.user, client: client.name).share) ?? []
+            let key = Array(sample.user.utf8)
+            let share = shares[key] ?? (try? log.grant(user: sample.user, client: client.name).share) ?? []
+            shares[key] = share
             guard share.contains(sample.type) else {
                 return (location, "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)")
             }

@@ -133,9 +133,10 @@ final class EventStream: @unchecked Sendable {
                 bySeq.append((change.seq, [change]))
             }
         }
+        let check = server.access.readCheck(for: client)
         for (seq, group) in bySeq {
             let skip = seq == cursor &+ 1 ? sentOfNext : 0
-            for (k, change) in group.enumerated() where k >= skip && server.access.mayRead(change, client: client) {
+            for (k, change) in group.enumerated() where k >= skip && check.mayRead(change) {
                 let id = k == group.count - 1 ? "\(seq)" : "\(seq).\(k)"
                 pending += Array("id: \(id)\nevent: change\ndata: ".utf8) + change.json + [0x0A, 0x0A]
             }
