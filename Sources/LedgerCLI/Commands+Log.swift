@@ -303,7 +303,7 @@ extension Commands {
         usage: "ledger backup DEST [--db PATH]",
         discussion: """
         DEST must not exist (its parent must), or be an empty directory. The copy is one consistent snapshot \
-        (LMDB's mdb_env_copy, as mdb_copy makes), taken while appends and 'ledger serve' go on; \
+        (LMDB's mdb_env_copyfd2, as mdb_copy makes), taken while appends and 'ledger serve' go on; \
         it holds the log, its indexes, the projections and the API clients, and is a ledger \
         of its own: use it with --db DEST, or copy it back in place of a damaged one. The copy \
         is written under another name and renamed when whole, so one cut short is never taken \
