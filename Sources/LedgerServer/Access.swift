@@ -21,27 +21,47 @@ struct Access: Sendable {
     /// What `client` may read, for one read (a page of changes, a set of rows).
     func readCheck(for client: APIClient?) -> ReadCheck { ReadCheck(log: log, client: client) }
 
-    /// What one client may read, its grants looked up once per user for as long as the check
-    /// is kept: one read asks the log once per user, not once per row or change (a year of a
-    /// user's rows was hundreds of read transactions). Kept for one read only, so a revoke
-    /// takes effect from the next.
+    /// What one client may do, its grants looked up once per user for as long as the check
+    /// is kept: one read (a page of changes, a set of rows) or one POSTed batch asks the log
+    /// once per user, not once per row, change or event (a year of a user's rows was hundreds
+    /// of read transactions). Kept for one of these only, so a revoke takes effect from the
+    /// next.
     final class ReadCheck {
         let log: EventLog
         let client: APIClient?
-        private var readable: [[UInt8]: Set<QuantityType>] = [:]
+        private var grants: [[UInt8]: (read: Set<QuantityType>, share: Set<QuantityType>)] = [:]
 
         init(log: EventLog, client: APIClient?) {
             self.log = log
             self.client = client
         }
 
+        /// What `user` granted the (non-admin) client, as the `grants` projection has it now.
+        func grant(user: String) -> (read: Set<QuantityType>, share: Set<QuantityType>) {
+            guard let client else { return ([], []) }
+            let key = Array(user.utf8)  // users are told apart by their bytes
+            if let grant = grants[key] { return grant }
+            let grant = (try? log.grant(user: user, client: client.name)) ?? ([], [])
+            grants[key] = grant
+            return grant
+        }
+
         func mayRead(user: String, type: QuantityType) -> Bool {
             guard let client, !client.admin else { return true }
-            let key = Array(user.utf8)  // users are told apart by their bytes
-            if let types = readable[key] { return types.contains(type) }
-            let types = (try? log.grant(user: user, client: client.name).read) ?? []
-            readable[key] = types
-            return types.contains(type)
+            return grant(user: user).read.contains(type)
+        }
+
+        /// For a read or subscription: nil when it may go ahead (rows are then filtered one
+        /// by one), else why not. A non-admin client must name a user, and that user must
+        /// have granted it `read` on the type asked for (or on some type, when none is named).
+        func refusal(projection: ProjectionName, user: String?, type: QuantityType?) -> String? {
+            guard let client, !client.admin, projection != .grants else { return nil }
+            guard let user else { return "client '\(client.name)' is not admin: name the user (?user=…)" }
+            let readable = grant(user: user).read
+            if let type {
+                return readable.contains(type) ? nil : "user '\(user)' has not granted client '\(client.name)' read on \(type.rawValue)"
+            }
+            return readable.isEmpty ? "user '\(user)' has not granted client '\(client.name)' read on any type" : nil
         }
 
         func mayRead(_ change: StoredChange) -> Bool {
@@ -64,31 +84,15 @@ struct Access: Sendable {
         }
     }
 
-    /// For a read or subscription by a non-admin client: nil when it may go ahead (rows are
-    /// then filtered one by one), else why not. It must name a user, and that user must have
-    /// granted it `read` on the type asked for (or on some type, when none is named).
-    func readRefusal(projection: ProjectionName, user: String?, type: QuantityType?, client: APIClient?) -> String? {
-        guard let client, !client.admin, projection != .grants else { return nil }
-        guard let user else { return "client '\(client.name)' is not admin: name the user (?user=…)" }
-        let readable = (try? log.grant(user: user, client: client.name).read) ?? []
-        if let type {
-            return readable.contains(type) ? nil : "user '\(user)' has not granted client '\(client.name)' read on \(type.rawValue)"
-        }
-        return readable.isEmpty ? "user '\(user)' has not granted client '\(client.name)' read on any type" : nil
-    }
-
     /// Nil when allowed, else why not.
     func mayAppend(_ events: [(InputLocation, PreparedEvent)], client: APIClient?) -> (location: InputLocation, message: String)? {
         guard let client, !client.admin else { return nil }
-        var shares: [[UInt8]: Set<QuantityType>] = [:]  // a batch asks once per user
+        let check = readCheck(for: client)
         for (location, event) in events {
             guard case .sample(let sample) = event.payload else {
                 return (location, "\(location): client '\(client.name)' may append only samples; \(event.payload.kind.rawValue) events need an admin client")
             }
-            let key = Array(sample.user.utf8)
-            let share = shares[key] ?? (try? log.grant(user: sample.user, client: client.name).share) ?? []
-            shares[key] = share
-            guard share.contains(sample.type) else {
+            guard check.grant(user: sample.user).share.contains(sample.type) else {
                 return (location, "\(location): user '\(sample.user)' has not granted client '\(client.name)' share on \(sample.type.rawValue)")
             }
             if clientNamedSources, !sameName(sample.source.name, client.name) {

@@ -80,15 +80,16 @@ final class EventStream: @unchecked Sendable {
         // it heard only heartbeats, as a stream with nothing new does, and could not tell that
         // its access was gone (an audit). Its reconnect is told why (403). A stream that can
         // still read some of its types goes on, without the revoked ones' changes.
-        if let client, !client.admin, let projection = filter.projection,
-           server.access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) != nil {
+        // One look at the client's grants serves this check and the changes read below.
+        let check = server.access.readCheck(for: client)
+        if let projection = filter.projection, check.refusal(projection: projection, user: filter.user, type: filter.type) != nil {
             return -1
         }
         while pendingOffset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             if ended || lock.withLock({ $0.closing }) { return -1 }
-            let moved = rawEvents ? readEvents() : readChanges()
+            let moved = rawEvents ? readEvents() : readChanges(check)
             if !pending.isEmpty { break }
             // Changes the filter or the client's grants left out still moved the cursor: read
             // on rather than suspend until the next commit or heartbeat.
@@ -123,7 +124,7 @@ final class EventStream: @unchecked Sendable {
     /// Reads changes after the cursor into `pending`, grouped by seq, keeping only what this
     /// client may read now (a revoke takes effect from the next read). Returns whether the
     /// cursor moved.
-    private func readChanges() -> Bool {
+    private func readChanges(_ check: Access.ReadCheck) -> Bool {
         guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return false }
         var bySeq: [(UInt64, [StoredChange])] = []
         for change in changes {
@@ -133,7 +134,6 @@ final class EventStream: @unchecked Sendable {
                 bySeq.append((change.seq, [change]))
             }
         }
-        let check = server.access.readCheck(for: client)
         for (seq, group) in bySeq {
             let skip = seq == cursor &+ 1 ? sentOfNext : 0
             for (k, change) in group.enumerated() where k >= skip && check.mayRead(change) {

@@ -93,15 +93,14 @@ public final class HTTPServer: @unchecked Sendable {
     public static let connectionLimit = 65_000
     private let perAddressLimit: Int
 
-    /// Every open connection's socket, since when each one awaiting a request's headers has
-    /// waited, and by when each one sending a request's body must have sent it (by the
-    /// connection's address, `key(of:)`). Connections are added and removed by
-    /// libmicrohttpd's notifications of their opening and closing — the closing one comes
-    /// before it closes the socket, so a socket in here is still the connection's.
+    /// Every open connection's socket, and by when each one sending a request's headers or
+    /// body must have sent them (by the connection's address, `key(of:)`; none while its
+    /// request is answered or streamed). Connections are added and removed by libmicrohttpd's
+    /// notifications of their opening and closing — the closing one comes before it closes
+    /// the socket, so a socket in here is still the connection's.
     private struct HeaderWatch {
         var sockets: [UInt: Int32] = [:]
-        var awaiting: [UInt: ContinuousClock.Instant] = [:]
-        var bodyDeadlines: [UInt: ContinuousClock.Instant] = [:]
+        var deadlines: [UInt: ContinuousClock.Instant] = [:]
     }
     private let headerWatch = Mutex(HeaderWatch())
 
@@ -351,13 +350,9 @@ public final class HTTPServer: @unchecked Sendable {
     private func closeSlowRequests() {
         let now = ContinuousClock.now
         headerWatch.withLock { watch in
-            for (key, since) in watch.awaiting where now - since > headerTimeout {
+            for (key, deadline) in watch.deadlines where now > deadline {
                 if let socket = watch.sockets[key] { shutdown(socket, Int32(SHUT_RDWR)) }
-                watch.awaiting[key] = nil
-            }
-            for (key, deadline) in watch.bodyDeadlines where now > deadline {
-                if let socket = watch.sockets[key] { shutdown(socket, Int32(SHUT_RDWR)) }
-                watch.bodyDeadlines[key] = nil
+                watch.deadlines[key] = nil
             }
         }
     }
@@ -374,13 +369,12 @@ public final class HTTPServer: @unchecked Sendable {
             guard socket >= 0 else { return }
             headerWatch.withLock { watch in
                 watch.sockets[key] = socket
-                watch.awaiting[key] = ContinuousClock.now
+                watch.deadlines[key] = ContinuousClock.now + headerTimeout
             }
         } else {
             headerWatch.withLock { watch in
                 watch.sockets[key] = nil
-                watch.awaiting[key] = nil
-                watch.bodyDeadlines[key] = nil  // the key (the connection's address) is reused
+                watch.deadlines[key] = nil  // the key (the connection's address) is reused
             }
         }
     }
@@ -391,20 +385,20 @@ public final class HTTPServer: @unchecked Sendable {
         let key = key(of: connection)
         headerWatch.withLock { watch in
             guard watch.sockets[key] != nil else { return }
-            watch.awaiting[key] = arrived ? nil : ContinuousClock.now
-            watch.bodyDeadlines[key] = arrived ? ContinuousClock.now + bodyTimeout : nil
+            watch.deadlines[key] = ContinuousClock.now + (arrived ? bodyTimeout : headerTimeout)
         }
     }
 
     /// `count` more bytes of the body on `connection` came in (the deadline moves on by their
-    /// share of a second), or (0) all of it has.
+    /// share of a second), or (0) all of it has. (Called only once the headers are in, so the
+    /// deadline here is the body's.)
     private func bodyReceived(on connection: OpaquePointer, _ count: Int) {
         let key = key(of: connection)
         headerWatch.withLock { watch in
-            guard let deadline = watch.bodyDeadlines[key] else { return }
+            guard let deadline = watch.deadlines[key] else { return }
             // Never more than `bodyTimeout` ahead: bytes sent fast do not buy a long silence
             // later (an audit kept a connection for minutes on 200 kB sent at once).
-            watch.bodyDeadlines[key] = count == 0 ? nil
+            watch.deadlines[key] = count == 0 ? nil
                 : min(deadline + .milliseconds(count * 1_000 / HTTPServer.bodyBytesPerSecond), ContinuousClock.now + bodyTimeout)
         }
     }
@@ -976,7 +970,8 @@ public final class HTTPServer: @unchecked Sendable {
         if replay, toSeqText != nil, toText != nil {
             return .error(400, "give either 'to' or 'to_seq', not both")
         }
-        if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
+        let check = access.readCheck(for: client)  // the refusal and the rows' filter
+        if let refusal = check.refusal(projection: projection, user: filter.user, type: filter.type) {
             return .error(403, refusal)
         }
         do {
@@ -1019,7 +1014,6 @@ public final class HTTPServer: @unchecked Sendable {
                 try resolveToday(&filter, in: nil)
                 rows = try Row.rows(projection, filter: filter, fallback: fallback) { try log.rows($0, filter: $1) }
             }
-            let check = access.readCheck(for: client)
             rows = rows.filter { check.mayRead($0) }
             var out: [UInt8] = [UInt8(ascii: "[")]
             for (index, row) in rows.enumerated() {
@@ -1046,7 +1040,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             filter.type = type
         }
-        if let refusal = access.readRefusal(projection: projection, user: filter.user, type: filter.type, client: client) {
+        if let refusal = access.readCheck(for: client).refusal(projection: projection, user: filter.user, type: filter.type) {
             return queue(.error(403, refusal), on: connection)
         }
         switch streamStart(connection, withinSeq: true) {

@@ -1,5 +1,4 @@
 import CMicroHTTPD
-import Foundation
 import LedgerCore
 
 /// The libmicrohttpd functions the server calls, looked up once, when `serve` starts
@@ -69,7 +68,7 @@ struct GnuTLSCertificates: @unchecked Sendable {
         var notBefore: Int64 = 0, notAfter: Int64 = 0
         let parsed = pem.withCString { text in
             ledger_gnutls_validity(initialize, importPEM, activation, expiration, deinitialize,
-                                   text, UInt32(strlen(text)), &notBefore, &notAfter)
+                                   text, UInt32(pem.utf8.count), &notBefore, &notAfter)
         }
         return parsed == 0 ? (notBefore, notAfter) : nil
     }
