@@ -116,15 +116,21 @@ extension Commands {
     static let logCommand = Command(
         name: "log",
         abstract: "Print events as stored, with seq, recorded and hash.",
-        usage: "ledger log [--db PATH] [--from SEQ] [--limit N] [--user U] [--kind K] [--id ID] [--format FORMAT]",
+        usage: "ledger log [--db PATH] [--from SEQ] [--since WHEN] [--until WHEN] [--limit N] [--user U] [--kind K] [--id ID] [--format FORMAT]",
         discussion: """
-        --from is inclusive: '--from 5' starts at the event with seq 5. --id prints the event \
+        --from is inclusive: '--from 5' starts at the event with seq 5. --since and --until \
+        select by the time each event was recorded (committed), both ends included: an RFC \
+        3339 timestamp, or a date for the start (--since) or the end (--until) of that day in \
+        the ledger's default zone; the walk starts at the first event of --since, found by a \
+        binary search, since 'recorded' never goes back along the log. --id prints the event \
         with that id and what became of it after it: for a sample, the later versions that \
         superseded it (same user, source and syncId) and every correction of these, with the \
         seq and hash of each step.
         """,
         options: [helpOption, dbOption, formatOption,
                   OptionSpec(name: "from", value: "SEQ", help: "First seq to print (default: 1)."),
+                  OptionSpec(name: "since", value: "WHEN", help: "Only events recorded at or after WHEN (RFC 3339, or a date: from its start)."),
+                  OptionSpec(name: "until", value: "WHEN", help: "Only events recorded at or before WHEN (RFC 3339, or a date: to its end)."),
                   OptionSpec(name: "limit", value: "N", help: "Print at most N events."),
                   OptionSpec(name: "user", value: "U", help: "Only events about user U (a correction is about its target's user)."),
                   OptionSpec(name: "kind", value: "K", help: "Only events of kind K: sample, correction, grant, revoke, profile."),
@@ -149,8 +155,20 @@ extension Commands {
             kind = parsed
         }
         let user = arguments.value("user")
+        // A malformed WHEN is refused before the ledger is opened; a date's day is resolved
+        // in the ledger's default zone after.
+        for option in ["since", "until"] {
+            if let when = arguments.value(option), let problem = EventLog.replayPointProblem(when) {
+                throw CLIError.usage("'--\(option)' \(problem), got '\(when)'", usage: usage)
+            }
+        }
         let log = try context.openLog(arguments, create: false)
-        let start = try log.walkAfter(from: from, id: id)
+        let window: RecordedWindow
+        switch try log.recordedWindow(since: arguments.value("since"), until: arguments.value("until"), name: { "'--\($0)'" }) {
+        case .success(let found): window = found
+        case .failure(let problem): throw CLIError.usage(problem.message, usage: usage)
+        }
+        let start = try log.walkAfter(from: from, id: id, since: window.since)
         if let id, start == nil { context.stderr.write("note: no event in this ledger has id \(id.lowercased)\n") }
 
         // The table, for people, summarises each event and ends with its full hash (what an
@@ -165,9 +183,10 @@ extension Commands {
         var history = id.map(EventHistory.init(of:))
         try log.forEachRecord(after: start ?? .max) { record in
             if let limit, printed >= limit { return false }
+            if window.isPast(record.recorded) { return false }
             let event = try record.typedEvent()
             // Before --kind, so that a later version is known to the history (its corrections).
-            if history?.includes(event) == false || record.seq < from { return true }
+            if history?.includes(event) == false || record.seq < from || !window.contains(record.recorded) { return true }
             if let kind, event.payload.kind != kind { return true }
             let eventUser = needsUser ? try log.user(of: event, known: &userOfSample) : ""
             if let user, !sameName(eventUser, user) { return true }

@@ -873,8 +873,14 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let user = arguments["user"]
         let after: UInt64
+        let window: RecordedWindow
         do {
-            guard let found = try log.walkAfter(from: from, id: id) else {
+            // As `log --since` and `--until`: by the time each event was recorded.
+            switch try log.recordedWindow(since: arguments["since"], until: arguments["until"], name: { "'\($0)'" }) {
+            case .success(let found): window = found
+            case .failure(let problem): return .error(400, problem.message)
+            }
+            guard let found = try log.walkAfter(from: from, id: id, since: window.since) else {
                 return .error(404, "no event in this ledger has id \(id!.lowercased)")
             }
             after = found
@@ -887,10 +893,10 @@ public final class HTTPServer: @unchecked Sendable {
         var count = 0
         do {
             try log.forEachRecord(after: after) { record in
-                if count >= limit { return false }
+                if count >= limit || window.isPast(record.recorded) { return false }
                 if kind != nil || user != nil || history != nil {
                     let event = try record.typedEvent()
-                    if history?.includes(event) == false || record.seq < from { return true }
+                    if history?.includes(event) == false || record.seq < from || !window.contains(record.recorded) { return true }
                     if let kind, event.payload.kind != kind { return true }
                     if let user {
                         // `known` keeps only the asked user's samples (at most a page): a
@@ -1253,7 +1259,7 @@ public final class HTTPServer: @unchecked Sendable {
     /// return everything. Others are ignored, as HTTP clients add their own (`_=` to defeat
     /// caches, an EventSource polyfill's `lastEventId`, which a stream reads, `utm_…`).
     static let queryArguments: [String: [String]] = [
-        "v1/events": ["from", "limit", "user", "kind", "id"],
+        "v1/events": ["from", "limit", "user", "kind", "id", "since", "until"],
         "v1/projections/*": ["user", "type", "from", "to", "date", "fallback"],
         "v1/replay/*": ["user", "type", "from", "to", "to_seq", "to_date", "date", "fallback"],
         "v1/subscribe/*": ["user", "type", "from", "lastEventId"],

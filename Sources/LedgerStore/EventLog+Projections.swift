@@ -87,10 +87,17 @@ extension EventLog {
     /// The moment `replay --to WHEN` means (SPEC §6): an RFC 3339 timestamp, or a date
     /// `YYYY-MM-DD` for the end of that day in the ledger's default zone. Nil when neither.
     public func replayInstant(_ when: String) throws -> Timestamp? {
+        try instant(when, startOfDay: false)
+    }
+
+    /// An RFC 3339 timestamp as given, or for a date `YYYY-MM-DD` the first (`startOfDay`) or
+    /// last microsecond of that day in the ledger's default zone (`log --since` and `--until`,
+    /// `replay --to`). Nil when `when` is neither.
+    public func instant(_ when: String, startOfDay: Bool) throws -> Timestamp? {
         if let (instant, _) = try? Timestamp.parseRFC3339(when) { return instant }
         guard let date = CivilDate(parsing: when) else { return nil }
         let window = calendar.window(of: date.daysSinceEpoch, in: try defaultZone())
-        return Timestamp(microseconds: window.end - 1)
+        return Timestamp(microseconds: startOfDay ? window.start : window.end - 1)
     }
 
     /// What is wrong with `when` as a replay point, worded to follow the option's name (`'--to'

@@ -330,9 +330,58 @@ public final class EventLog: Sendable {
     /// `from` on starts after; with `id`, the one before that event, whose history
     /// (`EventHistory`) comes after it and is followed from it even when only what comes from
     /// `from` on is shown. Nil when no event has `id`.
-    public func walkAfter(from: UInt64, id: UUID?) throws -> UInt64? {
-        guard let id else { return from > 0 ? from - 1 : 0 }
+    /// With `since` (and no `id`), the walk starts at the first event recorded then or later
+    /// (`firstSeq(recordedAtOrAfter:)`) when that comes after `from`.
+    public func walkAfter(from: UInt64, id: UUID?, since: Timestamp? = nil) throws -> UInt64? {
+        guard let id else {
+            let after = from > 0 ? from - 1 : 0
+            guard let since else { return after }
+            return max(after, try firstSeq(recordedAtOrAfter: since) - 1)
+        }
         return try record(id: id).map { max($0.seq, 1) - 1 }  // a damaged index may say 0
+    }
+
+    /// The instants `log --since A --until B` and `GET /v1/events?since=A&until=B` mean (an
+    /// RFC 3339 timestamp, or a date: its first microsecond for `since`, its last for
+    /// `until`, in the ledger's default zone), or what is wrong with them, each named as
+    /// `name` spells its option (`'--since'`, `'since'`).
+    public func recordedWindow(since: String?, until: String?, name: (String) -> String)
+        throws -> Result<RecordedWindow, RecordedWindow.Problem> {
+        var window = RecordedWindow()
+        for (option, text, startOfDay) in [("since", since, true), ("until", until, false)] {
+            guard let text else { continue }
+            guard let instant = try instant(text, startOfDay: startOfDay) else {
+                let problem = EventLog.replayPointProblem(text) ?? "needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD"
+                return .failure(.init(message: "\(name(option)) \(problem), got '\(text)'"))
+            }
+            if startOfDay { window.since = instant } else { window.until = instant }
+        }
+        if let from = window.since, let to = window.until, from > to {
+            return .failure(.init(message: "\(name("since")) (\(from.rfc3339)) is after \(name("until")) (\(to.rfc3339))"))
+        }
+        return .success(window)
+    }
+
+    /// The first seq whose event was recorded at or after `instant`, or the head's seq + 1 when
+    /// none was: a binary search over the log (about 20 reads for a million events), sound
+    /// because `recorded` never goes back along it (an append takes the previous event's time
+    /// when the clock stepped back, and `verify` names a log where it does).
+    public func firstSeq(recordedAtOrAfter instant: Timestamp) throws -> UInt64 {
+        try environment.read { txn in
+            var low: UInt64 = 1
+            var high = try head(in: txn).seq + 1  // the answer lies in low...high
+            while low < high {
+                let middle = low + (high - low) / 2
+                let recorded = try txn.withValue(events, middle.bigEndianBytes) { bytes in
+                    try EventRecord(seq: middle, decoding: bytes).recorded
+                }
+                guard let recorded else {
+                    throw LedgerError.corrupt(seq: middle, reason: "missing from the log (found looking for the first event recorded at \(instant.rfc3339))")
+                }
+                if recorded >= instant { high = middle } else { low = middle + 1 }
+            }
+            return low
+        }
     }
 
     /// Visits records with `seq > after` in order until `body` returns false. Each read
@@ -485,5 +534,30 @@ public struct EventHistory: Sendable {
         default:
             return ids.contains(event.id)
         }
+    }
+}
+
+/// Which events, by the time they were recorded, a walk of the log shows (`log --since` and
+/// `--until`, `GET /v1/events?since=&until=`): both ends included.
+public struct RecordedWindow: Sendable, Equatable {
+    public var since: Timestamp?
+    public var until: Timestamp?
+
+    public init(since: Timestamp? = nil, until: Timestamp? = nil) {
+        self.since = since
+        self.until = until
+    }
+
+    /// What is wrong with a bound, as one line.
+    public struct Problem: Error, Sendable, Equatable {
+        public var message: String
+    }
+
+    /// Whether the walk, in seq order, is past the window: `recorded` never goes back.
+    public func isPast(_ recorded: Timestamp) -> Bool { until.map { recorded > $0 } ?? false }
+
+    /// Whether an event recorded at `recorded` is inside the window.
+    public func contains(_ recorded: Timestamp) -> Bool {
+        (since.map { recorded >= $0 } ?? true) && !isPast(recorded)
     }
 }

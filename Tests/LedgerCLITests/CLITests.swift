@@ -281,6 +281,60 @@ struct CommandTests {
         }
     }
 
+    @Test("log --since and --until select by recorded time, both ends included, dates in the ledger's zone")
+    func logByRecordedTime() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["init", "--timezone", "Europe/Paris"], db: db).status == 0)
+            func step(_ minute: Int, user: String = "ann") -> String {
+                #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(minute),"start":"2026-11-01T08:\#(String(format: "%02d", minute)):00Z","end":"2026-11-01T08:\#(String(format: "%02d", minute)):30Z","source":"a"}"#
+            }
+            // Appended with the log's clock set (the CLI's injected clock is only its "today").
+            func append(at time: String, _ lines: [String]) throws {
+                let instant = try Timestamp.parseRFC3339(time).0
+                let log = try EventLog(path: db, create: false, clock: { instant })
+                _ = try log.append(try EventInput.decode(Array(lines.joined(separator: "\n").utf8)).map { (Optional($0.0), $0.1) })
+            }
+            // Recorded: seqs 1-2 on 1 November, 3 at 00:30 on 16 November in Paris (23:30Z
+            // the day before), 4-5 on 30 November.
+            try append(at: "2026-11-01T10:00:00Z", [step(1), step(2, user: "bob")])
+            try append(at: "2026-11-15T23:30:00Z", [step(3)])
+            try append(at: "2026-11-30T12:00:00Z", [step(4, user: "bob"), #"{"kind":"grant","user":"ann","client":"c","read":["steps"]}"#])
+            func seqs(_ arguments: [String]) -> [Int] {
+                ledger(["log", "--format", "ndjson"] + arguments, db: db).stdout.split(separator: "\n").compactMap { line in
+                    (try? JSONValue.parse(Array(line.utf8)))?.objectValue?["seq"].flatMap { if case .int(let n) = $0 { Int(n) } else { nil } }
+                }
+            }
+            #expect(seqs(["--since", "2026-11-16"]) == [3, 4, 5])
+            #expect(seqs(["--until", "2026-11-15"]) == [1, 2])
+            #expect(seqs(["--until", "2026-11-16"]) == [1, 2, 3])
+            #expect(seqs(["--since", "2026-11-15T23:30:00Z", "--until", "2026-11-15T23:30:00Z"]) == [3])
+            #expect(seqs(["--since", "2026-11-01T10:00:00.000001Z"]) == [3, 4, 5])
+            #expect(seqs(["--since", "2026-12-01"]) == [])
+            #expect(seqs(["--until", "2026-10-31"]) == [])
+            // With the other filters: --from, --user, --kind, --limit, and --id (whose history
+            // is followed from its event, the window narrowing only what is shown).
+            #expect(seqs(["--since", "2026-11-01", "--from", "2"]) == [2, 3, 4, 5])
+            #expect(seqs(["--since", "2026-11-16", "--from", "2"]) == [3, 4, 5])
+            #expect(seqs(["--since", "2026-11-16", "--user", "bob"]) == [4])
+            #expect(seqs(["--until", "2026-11-30", "--kind", "grant"]) == [5])
+            #expect(seqs(["--since", "2026-11-16", "--limit", "1"]) == [3])
+            let first = ledger(["log", "--format", "ndjson", "--limit", "1"], db: db).stdout
+            let id = try #require(try JSONValue.parse(Array(first.utf8)).objectValue?["id"]?.stringValue)
+            try append(at: "2026-11-30T13:00:00Z", [#"{"kind":"correction","target":"\#(id)","action":"retract","reason":"r"}"#])  // seq 6
+            #expect(seqs(["--id", id]) == [1, 6])
+            #expect(seqs(["--id", id, "--since", "2026-11-02"]) == [6])
+            #expect(seqs(["--id", id, "--until", "2026-11-29"]) == [1])
+            // Refused, with nothing read: a day that does not exist, a malformed time, and a
+            // window that ends before it begins.
+            let impossible = ledger(["log", "--since", "2026-02-30"], db: db)
+            #expect(impossible.status == 64 && impossible.stderr.hasPrefix("Error: '--since' is a date that does not exist, got '2026-02-30'"), "\(impossible.stderr)")
+            let malformed = ledger(["log", "--until", "yesterday"], db: db)
+            #expect(malformed.status == 64 && malformed.stderr.hasPrefix("Error: '--until' needs an RFC 3339 timestamp with an offset or a date YYYY-MM-DD, got 'yesterday'"), "\(malformed.stderr)")
+            let backwards = ledger(["log", "--since", "2026-11-30", "--until", "2026-11-29"], db: db)
+            #expect(backwards.status == 64 && backwards.stderr.hasPrefix("Error: '--since' (2026-11-29T23:00:00.000000Z) is after '--until' (2026-11-29T22:59:59.999999Z)"), "\(backwards.stderr)")
+        }
+    }
+
     /// A set-up script that runs `ledger init` twice must not move the zone: a bare `init`
     /// set an empty ledger's zone back to UTC, and failed on one holding events.
     @Test("init without --timezone leaves an existing ledger's zone as it is")

@@ -476,6 +476,22 @@ struct ServerTests {
             let unknown = try get("/v1/events?id=00000000-0000-4000-8000-000000000000")
             #expect(unknown.status == 404 && unknown.body.contains("no event in this ledger has id 00000000-0000-4000-8000-000000000000"), "\(unknown.body)")
             #expect(try get("/v1/events?id=x").status == 400)
+            // And `log --since/--until`: by the time each event was recorded, both ends included.
+            func recorded(_ body: String) throws -> [Timestamp] {
+                try items(body).compactMap { $0["recorded"]?.stringValue }.map { try Timestamp.parseRFC3339($0).0 }
+            }
+            let times = try recorded(try get("/v1/events").body)
+            #expect(times.count >= 4 && times == times.sorted())
+            let (low, high) = (times[1], times[times.count - 2])
+            let inside = try recorded(try get("/v1/events?since=\(low.rfc3339)&until=\(high.rfc3339)").body)
+            #expect(inside == times.filter { $0 >= low && $0 <= high }, "\(inside) of \(times)")
+            #expect(try recorded(try get("/v1/events?since=\(high.rfc3339)&limit=1").body) == [times.first { $0 >= high }!])
+            #expect(try recorded(try get("/v1/events?until=\(low.rfc3339)").body) == times.filter { $0 <= low })
+            let badSince = try get("/v1/events?since=2026-02-30")
+            #expect(badSince.status == 400 && badSince.body.contains("'since' is a date that does not exist, got '2026-02-30'"), "\(badSince.body)")
+            let later = Timestamp(microseconds: times[0].microseconds + 1)
+            let backwards = try get("/v1/events?since=\(later.rfc3339)&until=\(times[0].rfc3339)")
+            #expect(backwards.status == 400 && backwards.body.contains("is after 'until'"), "\(backwards.body)")
             let page = try get("/v1/events?limit=10001")
             #expect(page.status == 400 && page.body.contains("from 0 to 10000"), "\(page.body)")
             // One day or a range, as the CLI: both is a 400, not the day silently winning.

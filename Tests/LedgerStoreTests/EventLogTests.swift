@@ -113,6 +113,35 @@ struct EventLogTests {
         }
     }
 
+    @Test("firstSeq(recordedAtOrAfter:) finds the first event of a time by binary search, with equal times and a clock stepping back")
+    func firstSeqByRecordedTime() throws {
+        let clock = Mutex<Int64>(2_000_000_000_000_000)
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true, clock: {
+                clock.withLock { Timestamp(microseconds: $0) }
+            })
+            #expect(try log.firstSeq(recordedAtOrAfter: Timestamp(microseconds: 0)) == 1)  // empty: head + 1
+            // 40 batches of 1-3 events; every fifth the clock steps back (recorded stays).
+            var random = SplitMix64(seed: 5)
+            for index in 0..<40 {
+                let count = Int(random.next() % 3) + 1
+                let lines = (0..<count).map { sampleLine(value: Double(index * 10 + $0)) }.joined(separator: "\n")
+                _ = try log.append(try batch(lines))
+                clock.withLock { $0 += index % 5 == 4 ? -1_000_000 : 1_000 + Int64(random.next() % 5_000) }
+            }
+            let records = try log.records()
+            let head = records.last!.seq
+            for record in records {
+                let first = records.first { $0.recorded == record.recorded }!.seq
+                #expect(try log.firstSeq(recordedAtOrAfter: record.recorded) == first)
+                let next = records.first { $0.recorded > record.recorded }?.seq ?? head + 1
+                #expect(try log.firstSeq(recordedAtOrAfter: Timestamp(microseconds: record.recorded.microseconds + 1)) == next)
+            }
+            #expect(try log.firstSeq(recordedAtOrAfter: Timestamp(microseconds: 0)) == 1)
+            #expect(Set(records.map(\.recorded)).count < records.count)  // equal times were met
+        }
+    }
+
     @Test("the same 10,000 events twice: head stays at 10,000 and all are duplicates")
     func idempotentTenThousand() throws {
         try withTemporaryLedger { path in
