@@ -157,6 +157,21 @@ struct EndToEndTests {
         }
     }
 
+    /// An audit: `yes 'not json' | ledger append` read until memory ran out before naming line
+    /// 1. Input whose first byte can begin no event is read only to the end of that line.
+    @Test("append of endless input that can hold no event stops at its first line")
+    func endlessGarbage() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let run = try runProcess("/bin/sh", ["-c", #"yes 'not json' | timeout 20 "$0" append --db "$1" -"#, binary, db])
+            #expect(run.status == 65 && run.stderr == "Error: line 1: malformed JSON: invalid token near 'not' (column 3)\n", "\(run.status) \(run.stderr)")
+            // Blank lines first: the line is still named by its number.
+            let blanks = try runProcess("/bin/sh", ["-c", #"{ printf '\n\n'; yes '  garbage'; } | timeout 20 "$0" append --db "$1" -"#, binary, db])
+            #expect(blanks.status == 65 && blanks.stderr.hasPrefix("Error: line 3: malformed JSON"), "\(blanks.status) \(blanks.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
     /// A failed open (here no memory to map the new ledger) used to leave LMDB's two files
     /// behind, which read commands then took for a ledger.
     @Test("an import whose new ledger cannot be opened leaves nothing behind")
