@@ -74,10 +74,15 @@ final class GroupCommitter: Sendable {
                 let results: [Result<EventLog.AppendResult, any Error>]
                 do {
                     results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead, $0.tokenDigest) })
+                    // Counted when it committed something: a group whose every batch was
+                    // refused writes nothing, and one whose transaction failed committed
+                    // nothing (an audit saw the count grow while no POST was appended).
+                    if results.contains(where: { if case .success = $0 { true } else { false } }) {
+                        commitCount.add(1, ordering: .relaxed)
+                    }
                 } catch {
                     results = Array(repeating: .failure(error), count: jobs.count)
                 }
-                commitCount.add(1, ordering: .relaxed)
                 for (job, result) in zip(jobs, results) { job.completion(result) }
                 afterCommit()
             }

@@ -88,6 +88,22 @@ struct ServerTests {
         }
     }
 
+    /// An audit saw `ledger_commits_total` grow while no POST was appended.
+    @Test("/metrics counts a commit only when a group committed something")
+    func commitsCountedWhenCommitted() throws {
+        try withServer { f throws in
+            func commits() throws -> String? {
+                try http("GET", port: f.port, path: "/metrics", headers: f.auth).body
+                    .split(separator: "\n").first { $0.hasPrefix("ledger_commits_total ") }.map(String.init)
+            }
+            #expect(try commits() == "ledger_commits_total 0")
+            #expect(try f.post(step(minute: 0), headers: ["If-Match": "5"]).status == 409)  // refused in the group
+            #expect(try commits() == "ledger_commits_total 0")
+            #expect(try f.post(step(minute: 0)).status == 200)
+            #expect(try commits() == "ledger_commits_total 1")
+        }
+    }
+
     /// SPEC §9.1's `share` lets a client write under any source name, a device's too: a
     /// new-user audit superseded a watch's sync version from a partner's client.
     @Test("--client-named-sources holds a non-admin client's samples to its own name as source")
