@@ -241,6 +241,12 @@ final class ExportStream {
             }
             if count < 0 { return -1 }
             if count == 0 {
+                // Cut inside the DOCTYPE (a truncated export: iOS 16's is about 9 KB): the
+                // parser, which never sees it, would say the file holds no document.
+                if doctype == .inside {
+                    problem = "the file ends inside its DOCTYPE, before the document (is it truncated?)"
+                    return -1
+                }
                 // What was held back while looking for a DOCTYPE is plain text after all.
                 finished = true
                 // Inside an unfinished comment, the parser is told of it, and says so.

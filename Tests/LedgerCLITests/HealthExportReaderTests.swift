@@ -183,6 +183,10 @@ struct HealthExportReaderTests {
     func hostileFiles() throws {
         let cases: [(text: [UInt8], line: Int, message: String)] = [
             ([], 1, "the file holds no XML document"),
+            // Cut inside the DOCTYPE, which the parser never sees (an audit: it said the file
+            // held no document).
+            (Array("<?xml version=\"1.0\"?>\n<!DOCTYPE HealthData [\n<!ELEMENT HealthData (Record)*>\n<!ATTLIST Rec".utf8), 4,
+             "the file ends inside its DOCTYPE, before the document (is it truncated?)"),
             (Array("<?xml version=\"1.0\"?>\n<HealthData>\n <Record type=\"t\" value=\"1\">\n".utf8), 3,
              "the file ends inside the document, in an element left open (is it truncated?)"),
             // Cut inside a tag, as a truncated export nearly always is: libxml2's first error
