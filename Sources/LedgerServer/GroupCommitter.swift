@@ -16,6 +16,9 @@ final class GroupCommitter: Sendable {
         var expectHead: UInt64?
         /// The POSTing client's token (its SHA-256), checked again in the commit's transaction.
         var tokenDigest: [UInt8]?
+        /// A non-admin client's name: its `share` grants are checked again in the commit's
+        /// transaction.
+        var sharedBy: String?
         var completion: @Sendable (Result<EventLog.AppendResult, any Error>) -> Void
     }
 
@@ -73,7 +76,7 @@ final class GroupCommitter: Sendable {
             if !jobs.isEmpty {
                 let results: [Result<EventLog.AppendResult, any Error>]
                 do {
-                    results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead, $0.tokenDigest) })
+                    results = try log.appendGroup(jobs.map { ($0.events, $0.expectHead, $0.tokenDigest, $0.sharedBy) })
                     // Counted when it committed something: a group whose every batch was
                     // refused writes nothing, and one whose transaction failed committed
                     // nothing (an audit saw the count grow while no POST was appended).

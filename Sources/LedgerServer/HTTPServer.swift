@@ -785,7 +785,8 @@ public final class HTTPServer: @unchecked Sendable {
         let metrics = self.metrics
         let auditLog = self.auditLog
         let accepted = committer.submit(suspend: suspend, GroupCommitter.Job(events: batch.map { (Optional($0.0), $0.1) }, expectHead: expectHead,
-                                                                                 tokenDigest: client?.tokenDigest) { result in
+                                                                                 tokenDigest: client?.tokenDigest,
+                                                                                 sharedBy: client.flatMap { $0.admin ? nil : $0.name }) { result in
             let response: Response
             switch result {
             case .success(let appended):
@@ -806,6 +807,9 @@ public final class HTTPServer: @unchecked Sendable {
                 var shown = error
                 if let client, !client.admin, let message = error.messageForReader { shown.message = message }
                 response = .error(status, shown.description, extra: self.location(error.location, in: request.body))
+            case .failure(EventLog.ClientError.notShared(let location, let message)):
+                metrics.values.withLock { $0.rejects += 1 }
+                response = .error(403, message, extra: self.location(location, in: request.body))
             case .failure(EventLog.ClientError.tokenGone):
                 metrics.values.withLock { $0.rejects += 1 }
                 response = .error(401, EventLog.ClientError.tokenGone.description)

@@ -151,13 +151,22 @@ extension EventLog {
     /// refused (`ClientError.tokenGone`) when that token is no longer a client's in this
     /// transaction: a removal or rotation committed before it stops it, however long the
     /// batch took to arrive and parse (an audit committed 200,000 events 3 s after a removal).
-    public func appendGroup(_ batches: [(events: [(InputLocation?, PreparedEvent)], expectHead: UInt64?, tokenDigest: [UInt8]?)])
+    /// A batch with `sharedBy` (a non-admin client's name) is refused (`ClientError.notShared`)
+    /// unless each of its events is a sample of a type its user grants that client `share`,
+    /// as the `grants` projection stands in this transaction, after the batches before it: a
+    /// revoke committed first stops it (an audit had 63 of 160 partner POSTs, checked before
+    /// they queued, committed after a revoke racing them).
+    public func appendGroup(_ batches: [(events: [(InputLocation?, PreparedEvent)], expectHead: UInt64?, tokenDigest: [UInt8]?, sharedBy: String?)])
         throws -> [Result<AppendResult, any Error>] {
         try writeToLog { txn in
             var results: [Result<AppendResult, any Error>] = []
             for batch in batches {
                 if let digest = batch.tokenDigest, try !tokenExists(digest, in: txn) {
                     results.append(.failure(ClientError.tokenGone))
+                    continue
+                }
+                if let client = batch.sharedBy, let refusal = try notShared(batch.events, client: client, in: txn) {
+                    results.append(.failure(refusal))
                     continue
                 }
                 do {
@@ -175,6 +184,24 @@ extension EventLog {
             }
             return results
         }
+    }
+
+    /// Why `client` (not an admin) may not append `events` now, in `txn`, or nil when it may.
+    private func notShared(_ events: [(InputLocation?, PreparedEvent)], client: String, in txn: Transaction) throws -> ClientError? {
+        let query = ProjectionQuery(store: stateStore(txn))
+        var shared: [[UInt8]: Set<QuantityType>] = [:]  // users told apart by their bytes
+        for (location, event) in events {
+            let place = location.map { "\($0): " } ?? ""
+            guard case .sample(let sample) = event.payload else {
+                return .notShared(location: location, message: "\(place)client '\(client)' may append only samples; \(event.payload.kind.rawValue) events need an admin client")
+            }
+            let key = Array(sample.user.utf8)
+            if shared[key] == nil { shared[key] = try query.grant(user: sample.user, client: client).share }
+            if !shared[key]!.contains(sample.type) {
+                return .notShared(location: location, message: "\(place)user '\(sample.user)' has not granted client '\(client)' share on \(sample.type.rawValue) (as of this batch's commit)")
+            }
+        }
+        return nil
     }
 
     /// Appends, in one transaction, every event `produce` hands to the closure it is given:

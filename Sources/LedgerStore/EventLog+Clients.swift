@@ -27,6 +27,9 @@ extension EventLog {
         case lookAlike(String, existing: String)
         /// A POST's client was removed, or its token rotated, before its batch was committed.
         case tokenGone
+        /// A non-admin client's batch holds an event it may not append as of its commit (a
+        /// revoke committed before it); `message` names the line and why.
+        case notShared(location: InputLocation?, message: String)
 
         /// `name` with every character outside ASCII as its code point (`cafe\u{301}`): two
         /// spellings that read the same are told apart.
@@ -37,6 +40,7 @@ extension EventLog {
         public var description: String {
             switch self {
             case .tokenGone: "the token was removed or replaced before this batch was committed; nothing was written"
+            case .notShared(_, let message): message
             case .exists(let name): "a client named '\(name)' already exists; 'ledger client rotate \(name)' gives it a new token"
             case .unknown(let name, let similar):
                 "no client named '\(name)'" + (similar.map { " (names are told apart by their characters: '\($0)' reads the same but is spelled \(ClientError.spelled($0)), and the name given \(ClientError.spelled(name)))" } ?? "")

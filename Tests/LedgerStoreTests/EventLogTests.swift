@@ -446,8 +446,8 @@ struct EventLogTests {
             let token = try log.addClient(name: "partner", admin: false)
             let client = try #require(try log.client(forToken: token))
             let prepared = { (line: String) in try batch(line).map { ($0.0, PreparedEvent($0.1)) } }
-            let group = { try log.appendGroup([(try prepared(sampleLine(value: 1)), nil, client.tokenDigest),
-                                               (try prepared(sampleLine(value: 2, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")), nil, nil)]) }
+            let group = { try log.appendGroup([(try prepared(sampleLine(value: 1)), nil, client.tokenDigest, nil),
+                                               (try prepared(sampleLine(value: 2, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")), nil, nil, nil)]) }
             _ = try log.rotateClient(name: "partner")
             let results = try group()
             guard case .failure(EventLog.ClientError.tokenGone) = results[0] else {
@@ -456,6 +456,35 @@ struct EventLogTests {
             }
             #expect((try? results[1].get())?.appended == 1)
             #expect(try log.head().seq == 1)
+        }
+    }
+
+    /// The server checks a partner's `share` when its POST arrives; an audit's revoke,
+    /// racing the POSTs, was committed before 63 of 160 of them, which were committed too.
+    @Test("appendGroup refuses a partner's batch whose share was revoked by a batch committed before it, and commits one before the revoke")
+    func groupRechecksShare() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let prepared = { (line: String) in try batch(line).map { ($0.0, PreparedEvent($0.1)) } }
+            _ = try log.append(try batch(#"{"kind":"grant","user":"default","client":"partner","share":["steps"]}"#))
+            let results = try log.appendGroup([
+                (try prepared(sampleLine(value: 1)), nil, nil, "partner"),
+                (try prepared(#"{"kind":"revoke","user":"default","client":"partner","share":["steps"]}"#), nil, nil, nil),
+                (try prepared(sampleLine(value: 2, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")), nil, nil, "partner"),
+                (try prepared(sampleLine(value: 3, start: "2026-11-29T10:00:00Z", end: "2026-11-29T10:10:00Z")), nil, nil, "other"),
+            ])
+            #expect((try? results[0].get())?.appended == 1)
+            #expect((try? results[1].get())?.appended == 1)
+            for (index, client) in [(2, "partner"), (3, "other")] {
+                guard case .failure(EventLog.ClientError.notShared(let location, let message)) = results[index] else {
+                    Issue.record("batch \(index) was not refused: \(results[index])")
+                    continue
+                }
+                #expect(location == .line(1))
+                #expect(message == "line 1: user 'default' has not granted client '\(client)' share on steps (as of this batch's commit)")
+            }
+            #expect(try log.head().seq == 3)
+            _ = try log.verifyChain()
         }
     }
 
