@@ -40,3 +40,88 @@ package struct ByteWriter {
         withUnsafeBytes(of: value.uuid) { bytes.append(contentsOf: $0) }
     }
 }
+
+/// Writes bytes through a pointer into space sized up front (`withScratch`): what an encoder
+/// that runs for every event uses instead of `Array.append`, whose uniqueness and capacity
+/// checks on each call were a good part of making an import's canonical JSON and typed form.
+/// The caller reserves enough space: nothing is checked here.
+@frozen package struct ByteCursor {
+    @usableFromInline let start: UnsafeMutablePointer<UInt8>
+    @usableFromInline var next: UnsafeMutablePointer<UInt8>
+
+    @inlinable package init(_ start: UnsafeMutablePointer<UInt8>) {
+        self.start = start
+        next = start
+    }
+
+    /// Bytes written so far.
+    @inlinable package var count: Int { next - start }
+
+    @inlinable @inline(__always) package mutating func u8(_ value: UInt8) {
+        next.pointee = value
+        next += 1
+    }
+
+    @inlinable @inline(__always) package mutating func bytes(_ value: UnsafeBufferPointer<UInt8>) {
+        guard let base = value.baseAddress else { return }
+        next.update(from: base, count: value.count)
+        next += value.count
+    }
+
+    @inlinable package mutating func bytes(_ value: StaticString) {
+        value.withUTF8Buffer { bytes($0) }
+    }
+
+    @inlinable package mutating func utf8(_ value: String) {
+        var value = value
+        value.withUTF8 { bytes($0) }
+    }
+
+    @inlinable @inline(__always) package mutating func u32(_ value: UInt32) {
+        UnsafeMutableRawPointer(next).storeBytes(of: value.bigEndian, as: UInt32.self)
+        next += 4
+    }
+
+    @inlinable @inline(__always) package mutating func u64(_ value: UInt64) {
+        UnsafeMutableRawPointer(next).storeBytes(of: value.bigEndian, as: UInt64.self)
+        next += 8
+    }
+
+    @inlinable package mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
+
+    @inlinable package mutating func f64(_ value: Double) { u64(value.bitPattern) }
+
+    /// A u32 length and the UTF-8 bytes (`ByteWriter.string`'s layout): 4 + `utf8.count` bytes.
+    @inlinable package mutating func string(_ value: String) {
+        var value = value
+        value.withUTF8 { utf8 in
+            u32(UInt32(utf8.count))
+            bytes(utf8)
+        }
+    }
+
+    @inlinable package mutating func uuid(_ value: UUID) {
+        withUnsafeBytes(of: value.uuid) { bytes($0.assumingMemoryBound(to: UInt8.self)) }
+    }
+
+    /// Runs `body` with a cursor over `capacity` bytes of scratch space (on the stack when
+    /// small) and returns what it wrote as an array of exactly that size.
+    @inlinable package static func withScratch(capacity: Int, _ body: (inout ByteCursor) -> Void) -> [UInt8] {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
+            var cursor = ByteCursor(scratch.baseAddress!)
+            body(&cursor)
+            precondition(cursor.count <= capacity, "ByteCursor wrote past its space")
+            return Array(UnsafeBufferPointer(start: scratch.baseAddress, count: cursor.count))
+        }
+    }
+
+    /// An array of exactly `count` bytes, all written by `body`.
+    @inlinable package static func exactly(_ count: Int, _ body: (inout ByteCursor) -> Void) -> [UInt8] {
+        [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var cursor = ByteCursor(buffer.baseAddress!)
+            body(&cursor)
+            precondition(cursor.count == count, "ByteCursor wrote \(cursor.count) bytes, not \(count)")
+            initialized = count
+        }
+    }
+}

@@ -34,7 +34,7 @@ public enum Digest {
 
     /// The one place the ledger hashes: `feed` hands every range to hash to the function it is
     /// given, in order, and the 32-byte digest is written to `digest`.
-    static func sha256(into digest: UnsafeMutableRawBufferPointer,
+    public static func sha256(into digest: UnsafeMutableRawBufferPointer,
                        _ feed: ((UnsafeRawBufferPointer) -> Void) -> Void) {
         precondition(digest.count >= byteCount)
         var context = SHA256_CTX()
@@ -84,16 +84,21 @@ extension UUID {
     /// A name-based UUID (version 8, RFC 9562) from the SHA-256 of `name`: the same name always
     /// gives the same id. Used for samples sent without an `id`.
     public static func derived(from name: [UInt8]) -> UUID {
+        name.withUnsafeBytes { derived(from: $0) }
+    }
+
+    /// `derived(from:)` of bytes read in place.
+    public static func derived(from name: UnsafeRawBufferPointer) -> UUID {
         var bytes = digestPrefix(name)
         return version8(&bytes)
     }
 
     /// The first 16 bytes of the SHA-256 of `name`, in place (no array per id).
-    private static func digestPrefix(_ name: [UInt8]) -> uuid_t {
+    private static func digestPrefix(_ name: UnsafeRawBufferPointer) -> uuid_t {
         let zero: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
         var digest: (uuid_t, uuid_t) = (zero, zero)  // 32 bytes: the whole digest
         withUnsafeMutableBytes(of: &digest) { out in
-            Digest.sha256(into: out) { update in name.withUnsafeBytes(update) }
+            Digest.sha256(into: out) { update in update(name) }
         }
         return digest.0
     }
@@ -111,6 +116,11 @@ extension UUID {
     /// a chronological import inserts into a few neighbouring pages of the `ids` index instead
     /// of touching pages all over it (which is what kept an import's memory growing).
     public static func derived(milliseconds: Int64, from name: [UInt8]) -> UUID {
+        name.withUnsafeBytes { derived(milliseconds: milliseconds, from: $0) }
+    }
+
+    /// `derived(milliseconds:from:)` of bytes read in place.
+    public static func derived(milliseconds: Int64, from name: UnsafeRawBufferPointer) -> UUID {
         var bytes = digestPrefix(name)
         let bias: Int64 = 1 << 47
         let ms = UInt64(clamping: min(max(milliseconds, -bias), bias - 1) + bias)
@@ -188,6 +198,20 @@ extension UUID {
                 let byte = bytes[index]
                 out.append(hexDigit(byte >> 4))
                 out.append(hexDigit(byte & 15))
+            }
+        }
+    }
+}
+
+extension ByteCursor {
+    /// `UUID.writeLowercased`, through the cursor: 36 bytes.
+    package mutating func lowercased(_ id: UUID) {
+        withUnsafeBytes(of: id.uuid) { bytes in
+            for index in 0..<16 {
+                if index == 4 || index == 6 || index == 8 || index == 10 { u8(UInt8(ascii: "-")) }
+                let byte = bytes[index]
+                u8(hexDigit(byte >> 4))
+                u8(hexDigit(byte & 15))
             }
         }
     }

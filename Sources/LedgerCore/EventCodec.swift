@@ -15,27 +15,13 @@ public enum EventCodec {
     // MARK: - Encoding
 
     public static func encode(id: UUID, payload: Event.Payload) -> [UInt8] {
+        if case .sample(let s) = payload { return encode(id: id, sample: s) }
         var out = ByteWriter()
-        out.bytes.reserveCapacity(256)  // a sample with a device and version takes about 140
+        out.bytes.reserveCapacity(256)
         out.uuid(id)
         switch payload {
-        case .sample(let s):
-            out.u8(1)
-            out.u8(s.type.code)
-            out.f64(s.value)
-            out.i64(s.start.microseconds)
-            out.i64(s.end.microseconds)
-            out.u8(bit(0, s.zone != nil) | bit(1, s.syncId != nil) | bit(2, s.syncVersion != nil)
-                   | bit(3, s.source.bundle != nil) | bit(4, s.source.device != nil) | bit(5, s.source.version != nil))
-            out.string(s.user)
-            out.string(s.unit)
-            out.string(s.source.name)
-            if let zone = s.zone { out.string(zone) }
-            if let syncId = s.syncId { out.string(syncId) }
-            if let syncVersion = s.syncVersion { out.i64(syncVersion) }
-            if let bundle = s.source.bundle { out.string(bundle) }
-            if let device = s.source.device { out.string(device) }
-            if let version = s.source.version { out.string(version) }
+        case .sample:
+            preconditionFailure("a sample is encoded at its exact size, above")
         case .correction(let c):
             out.u8(2)
             out.uuid(c.target)
@@ -68,6 +54,33 @@ public enum EventCodec {
             }
         }
         return out.bytes
+    }
+
+    /// A sample's typed form, written at its exact size: every appended or imported sample
+    /// is encoded here. The same bytes as the general path's (`ByteWriter`) layout.
+    private static func encode(id: UUID, sample s: Sample) -> [UInt8] {
+        func size(_ text: String?) -> Int { text.map { 4 + $0.utf8.count } ?? 0 }
+        let count = 16 + 1 + 1 + 8 + 8 + 8 + 1 + size(s.user) + size(s.unit) + size(s.source.name) + size(s.zone)
+            + size(s.syncId) + (s.syncVersion == nil ? 0 : 8) + size(s.source.bundle) + size(s.source.device) + size(s.source.version)
+        return ByteCursor.exactly(count) { out in
+            out.uuid(id)
+            out.u8(1)
+            out.u8(s.type.code)
+            out.f64(s.value)
+            out.i64(s.start.microseconds)
+            out.i64(s.end.microseconds)
+            out.u8(bit(0, s.zone != nil) | bit(1, s.syncId != nil) | bit(2, s.syncVersion != nil)
+                   | bit(3, s.source.bundle != nil) | bit(4, s.source.device != nil) | bit(5, s.source.version != nil))
+            out.string(s.user)
+            out.string(s.unit)
+            out.string(s.source.name)
+            if let zone = s.zone { out.string(zone) }
+            if let syncId = s.syncId { out.string(syncId) }
+            if let syncVersion = s.syncVersion { out.i64(syncVersion) }
+            if let bundle = s.source.bundle { out.string(bundle) }
+            if let device = s.source.device { out.string(device) }
+            if let version = s.source.version { out.string(version) }
+        }
     }
 
     // MARK: - Decoding

@@ -125,46 +125,52 @@ extension PreparedEvent {
     /// `integerValue` the value when the input wrote it as a JSON integer.
     public static func checkedSample(id: UUID, _ sample: Sample, start: String, end: String,
                                      integerValue: Int64? = nil) -> PreparedEvent {
-        var out: [UInt8] = []
-        out.reserveCapacity(512)  // an export's sample with its device takes about 400 bytes
-        func key(_ name: StaticString, first: Bool = false) {
-            if !first { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "\""))
-            name.withUTF8Buffer { out.append(contentsOf: $0) }
-            out.append(UInt8(ascii: "\""))
-            out.append(UInt8(ascii: ":"))
-        }
-        out.append(UInt8(ascii: "{"))
-        key("end", first: true); JSONValue.writeString(end, to: &out)
-        key("id"); out.append(UInt8(ascii: "\"")); id.writeLowercased(to: &out); out.append(UInt8(ascii: "\""))
-        key("kind"); JSONValue.writeString("sample", to: &out)
         let source = sample.source
-        key("source")
-        // As canonical JSON has the source: its present fields in key order.
-        out.append(UInt8(ascii: "{"))
-        var firstSourceField = true
-        func sourceField(_ name: StaticString, _ value: String?) {
-            guard let value else { return }
-            key(name, first: firstSourceField)
-            firstSourceField = false
-            JSONValue.writeString(value, to: &out)
+        // Keys, punctuation, the id and two numbers fit in 320 bytes; each string in its bound.
+        func bound(_ text: String?) -> Int { text.map { ByteCursor.jsonStringBound($0.utf8.count) } ?? 0 }
+        let capacity = 320 + bound(start) + bound(end) + bound(sample.type.rawValue) + bound(sample.unit) + bound(sample.user)
+            + bound(source.name) + bound(source.bundle) + bound(source.device) + bound(source.version) + bound(sample.syncId)
+            + bound(sample.zone)
+        let body = ByteCursor.withScratch(capacity: capacity) { out in
+            func key(_ name: StaticString, first: Bool = false) {
+                if !first { out.u8(UInt8(ascii: ",")) }
+                out.u8(UInt8(ascii: "\""))
+                out.bytes(name)
+                out.u8(UInt8(ascii: "\""))
+                out.u8(UInt8(ascii: ":"))
+            }
+            out.u8(UInt8(ascii: "{"))
+            key("end", first: true); out.jsonString(end)
+            key("id"); out.u8(UInt8(ascii: "\"")); out.lowercased(id); out.u8(UInt8(ascii: "\""))
+            key("kind"); out.bytes("\"sample\"")
+            key("source")
+            // As canonical JSON has the source: its present fields in key order.
+            out.u8(UInt8(ascii: "{"))
+            var firstSourceField = true
+            func sourceField(_ name: StaticString, _ value: String?) {
+                guard let value else { return }
+                key(name, first: firstSourceField)
+                firstSourceField = false
+                out.jsonString(value)
+            }
+            sourceField("bundle", source.bundle)
+            sourceField("device", source.device)
+            sourceField("name", source.name)
+            sourceField("version", source.version)
+            out.u8(UInt8(ascii: "}"))
+            key("start"); out.jsonString(start)
+            if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
+                key("syncId"); out.jsonString(syncId)
+                key("syncVersion"); out.jsonInteger(syncVersion)
+            }
+            key("type"); out.jsonString(sample.type.rawValue)
+            key("unit"); out.jsonString(sample.unit)
+            key("user"); out.jsonString(sample.user)
+            key("value")
+            if let integerValue { out.jsonInteger(integerValue) } else { out.jsonNumber(sample.value) }
+            if let zone = sample.zone { key("zone"); out.jsonString(zone) }
+            out.u8(UInt8(ascii: "}"))
         }
-        sourceField("bundle", source.bundle)
-        sourceField("device", source.device)
-        sourceField("name", source.name)
-        sourceField("version", source.version)
-        out.append(UInt8(ascii: "}"))
-        key("start"); JSONValue.writeString(start, to: &out)
-        if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
-            key("syncId"); JSONValue.writeString(syncId, to: &out)
-            key("syncVersion"); JSONValue.int(syncVersion).write(to: &out)
-        }
-        key("type"); JSONValue.writeString(sample.type.rawValue, to: &out)
-        key("unit"); JSONValue.writeString(sample.unit, to: &out)
-        key("user"); JSONValue.writeString(sample.user, to: &out)
-        key("value"); (integerValue.map(JSONValue.int) ?? .double(sample.value)).write(to: &out)
-        if let zone = sample.zone { key("zone"); JSONValue.writeString(zone, to: &out) }
-        out.append(UInt8(ascii: "}"))
-        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: out)
+        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: body)
     }
 }

@@ -317,3 +317,61 @@ extension JSONValue {
         out.append(UInt8(ascii: "\""))
     }
 }
+
+extension ByteCursor {
+    /// The most bytes `jsonString` writes for `utf8Count` bytes of text: quotes, and each byte
+    /// at most as `\u00XX`.
+    package static func jsonStringBound(_ utf8Count: Int) -> Int { 2 + 6 * utf8Count }
+
+    /// `JSONValue.writeString`, through the cursor.
+    package mutating func jsonString(_ value: String) {
+        var value = value
+        value.withUTF8 { jsonString(utf8: $0) }
+    }
+
+    package mutating func jsonString(utf8 bytes: UnsafeBufferPointer<UInt8>) {
+        u8(UInt8(ascii: "\""))
+        var clean = true
+        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            clean = false
+            break
+        }
+        if clean {
+            self.bytes(bytes)
+            u8(UInt8(ascii: "\""))
+            return
+        }
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""): u8(92); u8(34)
+            case UInt8(ascii: "\\"): u8(92); u8(92)
+            case 0x0A: u8(92); u8(UInt8(ascii: "n"))
+            case 0x0D: u8(92); u8(UInt8(ascii: "r"))
+            case 0x09: u8(92); u8(UInt8(ascii: "t"))
+            case 0..<0x20:
+                u8(92); u8(UInt8(ascii: "u")); u8(48); u8(48); u8(hexDigit(byte >> 4)); u8(hexDigit(byte & 15))
+            default:
+                u8(byte)
+            }
+        }
+        u8(UInt8(ascii: "\""))
+    }
+
+    /// The most bytes `jsonNumber` writes.
+    package static let jsonNumberBound = 40
+
+    /// `JSONValue.writeNumber`, through the cursor.
+    package mutating func jsonNumber(_ value: Double) {
+        precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
+        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
+            jsonInteger(Int64(value))
+        } else {
+            utf8(value.description)
+        }
+    }
+
+    /// An integer as `JSONValue.int` writes it.
+    package mutating func jsonInteger(_ value: Int64) {
+        utf8(String(value))
+    }
+}

@@ -68,6 +68,26 @@ struct EventCodecTests {
         }
     }
 
+    @Test("a sample's typed form is docs/STORAGE.md's layout, byte for byte, with and without its optionals")
+    func sampleLayout() throws {
+        let id = UUID(uuid: (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16))
+        func be<T: FixedWidthInteger>(_ value: T) -> [UInt8] { withUnsafeBytes(of: value.bigEndian) { Array($0) } }
+        func text(_ value: String) -> [UInt8] { be(UInt32(value.utf8.count)) + Array(value.utf8) }
+        let start = Timestamp(microseconds: 1_767_261_600_000_000), end = Timestamp(microseconds: 1_767_261_900_000_000)
+        let bare = Sample(user: "ann", type: .steps, value: 12, unit: "count", start: start, end: end, zone: nil,
+                          source: SampleSource(name: "iPhone", device: nil, version: nil), syncId: nil, syncVersion: nil)
+        let head = (1...16).map(UInt8.init) + [1, 1] + be((12.0).bitPattern)
+            + be(UInt64(bitPattern: start.microseconds)) + be(UInt64(bitPattern: end.microseconds))
+        #expect(EventCodec.encode(id: id, payload: .sample(bare)) == head + [0] + text("ann") + text("count") + text("iPhone"))
+        var full = bare
+        full.zone = "Europe/Paris"
+        full.syncId = "w-1"
+        full.syncVersion = 3
+        full.source = SampleSource(name: "Watch", bundle: "com.apple.health", device: "Watch6,1", version: "10.1")
+        #expect(EventCodec.encode(id: id, payload: .sample(full)) == head + [0b11_1111] + text("ann") + text("count") + text("Watch")
+            + text("Europe/Paris") + text("w-1") + be(UInt64(3)) + text("com.apple.health") + text("Watch6,1") + text("10.1"))
+    }
+
     @Test("truncated or unknown bytes are refused, never read past the end")
     func malformed() throws {
         let line = #"{"kind":"sample","type":"steps","value":12,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"iPhone"}"#
@@ -82,5 +102,44 @@ struct EventCodecTests {
         unknownKind[16] = 9
         #expect(throws: EventCodec.Malformed.self) { try unknownKind.withUnsafeBytes { try EventCodec.decode($0) } }
         #expect(throws: EventCodec.Malformed.self) { try (bytes + [0]).withUnsafeBytes { try EventCodec.decode($0) } }
+    }
+}
+
+@Suite("ByteCursor: bytes written through a pointer")
+struct ByteCursorTests {
+    @Test("JSON strings and numbers are JSONValue's, escapes included, within their bounds")
+    func json() {
+        var random = SplitMix64(seed: 11)
+        let alphabet: [UInt8] = Array("ab\"\\\n\r\t/é".utf8) + [0, 1, 0x1F, 0x7F]
+        for round in 0..<500 {
+            let length = Int(random.next() % 40)
+            let bytes = (0..<length).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+            let text = String(decoding: bytes, as: UTF8.self)
+            var expected: [UInt8] = []
+            JSONValue.writeString(text, to: &expected)
+            let written = ByteCursor.withScratch(capacity: ByteCursor.jsonStringBound(text.utf8.count)) { $0.jsonString(text) }
+            #expect(written == expected, "round \(round): \(Array(text.utf8))")
+            let number = [0, -0.5, 12, 1e21, 0.1, 123_456.789, -3][round % 7] * Double(round)
+            var expectedNumber: [UInt8] = []
+            JSONValue.writeNumber(number, to: &expectedNumber)
+            #expect(ByteCursor.withScratch(capacity: ByteCursor.jsonNumberBound) { $0.jsonNumber(number) } == expectedNumber)
+        }
+    }
+
+    @Test("exactly(n) holds what was written, and the fixed-width fields are big-endian")
+    func fields() {
+        let bytes = ByteCursor.exactly(4 + 8 + 1 + 4 + 3) { out in
+            out.u32(0x0102_0304)
+            out.i64(-2)
+            out.u8(9)
+            out.string("hé")
+        }
+        #expect(bytes == [1, 2, 3, 4, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 9, 0, 0, 0, 3, 0x68, 0xC3, 0xA9])
+        var writer = ByteWriter()
+        writer.u32(0x0102_0304)
+        writer.i64(-2)
+        writer.u8(9)
+        writer.string("hé")
+        #expect(bytes == writer.bytes)
     }
 }
