@@ -159,17 +159,24 @@ public final class ActivityFold {
 
     /// Folds one event. Its effects on rows are visible after `flush`.
     public func apply(_ logged: LoggedEvent) throws {
-        let cause = Cause(seq: logged.seq, recorded: logged.recorded.microseconds)
+        try apply(seq: logged.seq, recorded: logged.recorded, id: logged.id, payload: logged.payload, target: logged.target)
+    }
+
+    /// `apply` of the event with these parts (`LoggedEvent`'s): an append folds each event it
+    /// writes through this, so that the payload is lent rather than copied into a
+    /// `LoggedEvent` (a copy retains each of its strings).
+    public func apply(seq: UInt64, recorded: Timestamp, id: UUID, payload: Event.Payload, target: UInt64?) throws {
+        let cause = Cause(seq: seq, recorded: recorded.microseconds)
         step = Step(cause: cause)
         defer {
             if let step, let user = step.user { steps[user, default: []].append(step) }
             step = nil
         }
-        switch logged.payload {
+        switch payload {
         case .sample(let sample):
-            try addSample(sample, id: logged.id, seq: logged.seq, cause: cause)
+            try addSample(sample, id: id, seq: seq, cause: cause)
         case .correction(let correction):
-            guard let target = logged.target else { return }  // the log admits none without one
+            guard let target else { return }  // the log admits none without one
             try correct(correction, target: target, cause: cause)
         case .grant(let change):
             try changeAccess(change, adding: true, cause: cause)
@@ -182,7 +189,7 @@ public final class ActivityFold {
 
     private func addSample(_ sample: Sample, id: UUID, seq: UInt64, cause: Cause) throws {
         let userID = try self.userID(for: sample.user)
-        _ = try userState(userID)  // in `users` from here on
+        try loadUser(userID)  // in `users` from here on
         if let syncId = sample.syncId {
             // The log only admits a higher syncVersion, so this one replaces the current one.
             let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
@@ -196,26 +203,25 @@ public final class ActivityFold {
         if users[userID]!.sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
             dirtyUsers.insert(userID)
         }
-        let user = users[userID]!
         let record = SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
                                   value: sample.value, unit: sample.unit, start: sample.start,
                                   end: sample.end, zone: sample.zone, days: [])
         let position = StateKey.position(seq)
-        try place(record, at: position, user: user, cause: cause)
+        try place(record, at: position, cause: cause)
         if sample.zone == nil {
             try store.put(.userSamples, StateKey.userPosition(userID, position), [])
         }
     }
 
     /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores
-    /// it under its seq (`position`). `user` is the user's current state.
-    private func place(_ record: SampleRecord, at position: [UInt8], user: UserState, cause: Cause) throws {
+    /// it under its seq (`position`). Its user's state is in `users` (read there in place: a
+    /// copy of it retains every name and list it holds).
+    private func place(_ record: SampleRecord, at position: [UInt8], cause: Cause) throws {
         var record = record
-        let zoneName = record.zone ?? user.zone ?? context.defaultZone.name
-        var user = user
-        if !user.zones.contains(zoneName) {
-            user.zones.append(zoneName)
-            setUserState(record.user, user)
+        let zoneName = record.zone ?? users[record.user]!.zone ?? context.defaultZone.name
+        if !users[record.user]!.zones.contains(zoneName) {
+            users[record.user]!.zones.append(zoneName)
+            dirtyUsers.insert(record.user)
         }
         let zone = lastZone.value(for: zoneName, calendar.zone(named:))
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
@@ -233,7 +239,7 @@ public final class ActivityFold {
             noteChange(key, entry, added: true)
             markDirty(key, cause)
         }
-        try markNeighbours(of: record, user: user, cause: cause)
+        try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
         try store.put(.samples, position, record.encoded)
     }
 
@@ -253,14 +259,15 @@ public final class ActivityFold {
             if let entry = buckets[key]?.remove(id: record.id) { noteChange(key, entry, added: false) }
             markDirty(key, cause)
         }
-        try markNeighbours(of: record, user: try userState(record.user), cause: cause)
+        try loadUser(record.user)
+        try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
     }
 
     /// Local days in different zones overlap in time by up to 26 hours, so once a user has
     /// samples in more than one zone, a sample also competes with samples bucketed up to two
     /// days either side: those days are recomputed too.
-    private func markNeighbours(of record: SampleRecord, user: UserState, cause: Cause) throws {
-        guard user.hasMixedZones, let first = record.days.first, let last = record.days.last else { return }
+    private func markNeighbours(of record: SampleRecord, mixedZones: Bool, cause: Cause) throws {
+        guard mixedZones, let first = record.days.first, let last = record.days.last else { return }
         for day in (first - 2)...(last + 2) where !record.days.contains(day) {
             let key = DayKey(user: record.user, type: record.type, day: day)
             try loadBucket(key)
@@ -281,7 +288,8 @@ public final class ActivityFold {
             if let value = correction.value { record.value = value }
             if let start = correction.start { record.start = start }
             if let end = correction.end { record.end = end }
-            try place(record, at: position, user: try userState(record.user), cause: cause)
+            try loadUser(record.user)
+            try place(record, at: position, cause: cause)
         }
     }
 
@@ -312,7 +320,7 @@ public final class ActivityFold {
                 guard let bytes = try store.get(.samples, position) else { continue }
                 let record = try SampleRecord(decoding: bytes)
                 try unplace(record, cause: cause)
-                try place(record, at: position, user: user, cause: cause)
+                try place(record, at: position, cause: cause)
             }
         }
     }
@@ -792,6 +800,11 @@ public final class ActivityFold {
         userIDs[bytes] = next
         setUserState(next, UserState(name: name))
         return next
+    }
+
+    /// Makes sure the user's state is in `users`.
+    private func loadUser(_ id: UInt32) throws {
+        if users.index(forKey: id) == nil { _ = try userState(id) }
     }
 
     private func userState(_ id: UInt32) throws -> UserState {

@@ -161,21 +161,23 @@ struct SampleRecord: Equatable {
 
     var canonicalValue: Double { value * (type.factor(from: unit) ?? 1) }
 
+    /// Written at its exact size: every sample folded is stored so.
     var encoded: [UInt8] {
-        var writer = ByteWriter(capacity: 16 + 4 + 1 + 4 + source.utf8.count + 8 + 4 + unit.utf8.count + 16
-                                    + 4 + (zone?.utf8.count ?? 0) + 4 + 8 * days.count)
-        writer.uuid(id)
-        writer.u32(user)
-        writer.u8(type.code)
-        writer.string(source)
-        writer.f64(value)
-        writer.string(unit)
-        writer.i64(start.microseconds)
-        writer.i64(end.microseconds)
-        writer.string(zone ?? "")
-        writer.u32(UInt32(days.count))
-        days.forEach { writer.i64(Int64($0)) }
-        return writer.bytes
+        let count = 16 + 4 + 1 + 4 + source.utf8.count + 8 + 4 + unit.utf8.count + 16
+            + 4 + (zone?.utf8.count ?? 0) + 4 + 8 * days.count
+        return ByteCursor.exactly(count) { out in
+            out.uuid(id)
+            out.u32(user)
+            out.u8(type.code)
+            out.string(source)
+            out.f64(value)
+            out.string(unit)
+            out.i64(start.microseconds)
+            out.i64(end.microseconds)
+            out.string(zone ?? "")
+            out.u32(UInt32(days.count))
+            for day in days { out.i64(Int64(day)) }
+        }
     }
 
     init(id: UUID, user: UInt32, type: QuantityType, source: String, value: Double, unit: String,

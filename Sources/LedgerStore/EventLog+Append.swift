@@ -22,6 +22,21 @@ struct SampleState: Equatable {
             + Array(unit.utf8)
     }
 
+    /// Stores the state of `sample`, just admitted, under `position` in `db` (at the end of
+    /// it), written in place in the map: `encoded` of an active state, without its arrays.
+    static func putActive(_ sample: Sample, at position: [UInt8], in txn: Transaction, _ db: Database) throws {
+        var unit = sample.unit
+        try unit.withUTF8 { unit in
+            try txn.putReserved(db, position, count: 18 + unit.count, append: true) { out in
+                out[0] = Status.active.rawValue
+                out[1] = sample.type.code
+                out.storeBytes(of: UInt64(bitPattern: sample.start.microseconds).bigEndian, toByteOffset: 2, as: UInt64.self)
+                out.storeBytes(of: UInt64(bitPattern: sample.end.microseconds).bigEndian, toByteOffset: 10, as: UInt64.self)
+                UnsafeMutableRawBufferPointer(rebasing: out[18...]).copyMemory(from: UnsafeRawBufferPointer(unit))
+            }
+        }
+    }
+
     init(status: Status, type: QuantityType, start: Timestamp, end: Timestamp, unit: String) {
         self.status = status
         self.type = type
@@ -230,10 +245,11 @@ extension EventLog {
         // batch can carry the batch-end flag.
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
         func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8]), endsBatch: Bool) throws {
-            let record = EventRecord.chained(seq: item.seq, recorded: recorded, endsBatch: endsBatch,
-                                             body: item.body, typed: item.typed, previousHash: previousHash)
-            try txn.put(events, item.seq.bigEndianBytes, record.bytes, append: true)
-            previousHash = record.hash
+            try txn.putReserved(events, item.seq.bigEndianBytes, count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
+                                append: true) { out in
+                EventRecord.writeChained(into: out, seq: item.seq, recorded: recorded, endsBatch: endsBatch,
+                                         body: item.body, typed: item.typed, previousHash: &previousHash)
+            }
         }
 
         try produce { location, event in
@@ -294,7 +310,7 @@ extension EventLog {
             try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, event.typed)
-            try fold.apply(LoggedEvent(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target))
+            try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
             counts[event.payload.kind, default: 0] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
@@ -332,9 +348,7 @@ extension EventLog {
             }
             try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
         }
-        let state = SampleState(status: .active, type: sample.type, start: sample.start,
-                                end: sample.end, unit: sample.unit)
-        try txn.put(samples, position, state.encoded, append: true)
+        try SampleState.putActive(sample, at: position, in: txn, samples)
         return true
     }
 

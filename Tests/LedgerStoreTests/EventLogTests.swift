@@ -95,6 +95,47 @@ struct EventLogTests {
         }
     }
 
+    @Test("a record written in place in LMDB (MDB_RESERVE) is the one EventRecord.chained builds, hash and all")
+    func recordInPlace() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            var random = SplitMix64(seed: 3)
+            var previous = EventRecord.genesisHash
+            var chain = previous
+            try log.environment.write { txn in
+                for seq in UInt64(1)...40 {
+                    let body = (0..<Int(random.next() % 300)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    let typed = (0..<Int(random.next() % 3 == 0 ? 0 : random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    let recorded = Timestamp(microseconds: Int64(bitPattern: random.next() >> 2))
+                    let ends = seq % 7 == 0
+                    let expected = EventRecord.chained(seq: seq, recorded: recorded, endsBatch: ends, body: body, typed: typed, previousHash: previous)
+                    let key = (seq + 1_000).bigEndianBytes
+                    try txn.putReserved(log.samples, key, count: EventRecord.storedSize(body: body.count, typed: typed.count)) { out in
+                        EventRecord.writeChained(into: out, seq: seq, recorded: recorded, endsBatch: ends, body: body, typed: typed, previousHash: &chain)
+                    }
+                    #expect(try txn.get(log.samples, key) == expected.bytes, "seq \(seq)")
+                    #expect(chain == expected.hash)
+                    previous = expected.hash
+                }
+            }
+        }
+    }
+
+    @Test("an admitted sample's index entry written in place is SampleState.encoded")
+    func sampleStateInPlace() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            let sample = Sample(user: "ann", type: .distance, value: 1.5, unit: "mi", start: Timestamp(microseconds: -5),
+                                end: Timestamp(microseconds: 1_767_261_900_000_000), source: SampleSource(name: "Watch"))
+            try log.environment.write { txn in
+                try SampleState.putActive(sample, at: UInt64(77).bigEndianBytes, in: txn, log.samples)
+                let state = SampleState(status: .active, type: .distance, start: sample.start, end: sample.end, unit: "mi")
+                #expect(try txn.get(log.samples, UInt64(77).bigEndianBytes) == state.encoded)
+                #expect(try txn.get(log.samples, UInt64(77).bigEndianBytes).flatMap(SampleState.init) == state)
+            }
+        }
+    }
+
     @Test("recorded never decreases, even when the clock steps back")
     func recordedMonotonic() throws {
         let clock = Mutex<Int64>(2_000_000_000_000_000)

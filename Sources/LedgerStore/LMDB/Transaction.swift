@@ -61,6 +61,21 @@ public struct Transaction {
         }
     }
 
+    /// Stores a value of `count` bytes under `key`, written in place by `fill` into the space
+    /// LMDB reserves for it in the map (`MDB_RESERVE`): a value built from parts needs no
+    /// array of its own first. `fill` must write every byte; the space is valid only during
+    /// it. With `append`, as `put`. Calls `mdb_put`.
+    public func putReserved(_ db: Database, _ key: [UInt8], count: Int, append: Bool = false,
+                            _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try key.withUnsafeBytes { keyBytes in
+            var k = MDB_val(reading: keyBytes)
+            var v = MDB_val(mv_size: count, mv_data: nil)
+            let flags = UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)
+            try check(mdb_put(handle, db.dbi, &k, &v, flags), "mdb_put")
+            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        }
+    }
+
     /// Removes `key`; returns false when it was absent. Calls `mdb_del`.
     @discardableResult
     public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
@@ -118,7 +133,7 @@ public struct Transaction {
         if !upper.isEmpty { upper[upper.count - 1] += 1 }
         try withCursor(db) { cursor in
             var k = MDB_val(), v = MDB_val()
-            var code: Int32 = try upper.withUnsafeMutableBytes { upperBytes in
+            var code: Int32 = upper.withUnsafeMutableBytes { upperBytes in
                 if upperBytes.isEmpty { return mdb_cursor_get(cursor, &k, &v, MDB_LAST) }
                 k = MDB_val(mv_size: upperBytes.count, mv_data: upperBytes.baseAddress)
                 let found = mdb_cursor_get(cursor, &k, &v, MDB_SET_RANGE)
