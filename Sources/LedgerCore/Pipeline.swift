@@ -2,7 +2,8 @@ import Foundation
 
 /// Two-stage pipelines over the machine's cores: `produce` runs on a thread of its own and hands
 /// items to `consume`, which runs on the calling thread, in order, with at most `depth` items
-/// waiting between them. Decoding input (JSON, XML) thus overlaps with appending it.
+/// waiting between them. Decoding input (JSON, XML) thus overlaps with appending it. Each
+/// item is handed over, not copied: `consume` owns it (and may take it apart).
 ///
 /// Items sent before `produce` throws are consumed first, then its error is rethrown. If
 /// `consume` throws, the producer's next `emit` throws `Cancelled` so it stops, and `run`
@@ -12,7 +13,7 @@ public enum Pipeline {
 
     public static func run<Item: Sendable>(depth: Int = 4,
                                            produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
-                                           consume: (Item) throws -> Void) throws {
+                                           consume: (consuming Item) throws -> Void) throws {
         let channel = Channel<Item>(depth: depth)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {

@@ -108,43 +108,54 @@ public struct AppleHealthConverter: Sendable {
     private func derivedID(_ record: HealthRecord, start: (text: String, instant: Timestamp?),
                            end: (text: String, instant: Timestamp?), valueText: String, sourceName: String,
                            device: String?) -> UUID {
-        var identity = AppleHealthConverter.identityPrefix
-        identity.reserveCapacity(320)
-        func add(_ text: String) {
-            identity.append(0)
-            identity.append(contentsOf: text.utf8)
+        // The identity is written into scratch space and hashed there (no array per record):
+        // each field is a 0 byte and its text, or an instant's at most 20 digits and sign, or
+        // a date's RFC 3339 text (25 bytes, from the 19 of a legacy one).
+        func size(_ text: String?) -> Int { 1 + max(32, text?.utf8.count ?? 0) }
+        let capacity = AppleHealthConverter.identityPrefix.count + size(user) + size(record.type) + size(start.text)
+            + size(end.text) + size(valueText) + size(record.unit) + size(sourceName) + size(record.sourceVersion)
+            + size(device) + size(record.creationDate)
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
+            var identity = ByteCursor(scratch.baseAddress!)
+            AppleHealthConverter.identityPrefix.withUnsafeBufferPointer { identity.bytes($0) }
+            func add(_ text: String) {
+                identity.u8(0)
+                identity.utf8(text)
+            }
+            // An instant goes in as its microseconds in decimal; text that is no instant, as it is.
+            func add(_ date: (text: String, instant: Timestamp?)) {
+                guard let instant = date.instant else { return add(date.text) }
+                identity.u8(0)
+                AppleHealthConverter.appendDecimal(instant.microseconds, to: &identity)
+            }
+            add(user)
+            add(record.type)
+            add(start)
+            add(end)
+            add(valueText)
+            add(record.unit ?? "")
+            add(sourceName)
+            add(record.sourceVersion ?? "")
+            add(device ?? "")
+            if let instant = record.creationDate.flatMap(AppleHealthConverter.exportInstant) {
+                add(("", instant))  // as the branch below adds it, without the text in between
+            } else if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
+                add((creation, try? Timestamp.parseRFC3339(creation).0))
+            } else {
+                add("")
+            }
+            precondition(identity.count <= capacity)
+            let bytes = UnsafeRawBufferPointer(start: scratch.baseAddress, count: identity.count)
+            if idScheme >= 2, let startInstant = start.instant {
+                return UUID.derived(milliseconds: startInstant.microseconds.floorDivided(by: 1000).quotient, from: bytes)
+            }
+            return UUID.derived(from: bytes)
         }
-        // An instant goes in as its microseconds in decimal; text that is no instant, as it is.
-        func add(_ date: (text: String, instant: Timestamp?)) {
-            guard let instant = date.instant else { return add(date.text) }
-            identity.append(0)
-            AppleHealthConverter.appendDecimal(instant.microseconds, to: &identity)
-        }
-        add(user)
-        add(record.type)
-        add(start)
-        add(end)
-        add(valueText)
-        add(record.unit ?? "")
-        add(sourceName)
-        add(record.sourceVersion ?? "")
-        add(device ?? "")
-        if let instant = record.creationDate.flatMap(AppleHealthConverter.exportInstant) {
-            add(("", instant))  // as the branch below adds it, without the text in between
-        } else if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
-            add((creation, try? Timestamp.parseRFC3339(creation).0))
-        } else {
-            add("")
-        }
-        if idScheme >= 2, let startInstant = start.instant {
-            return UUID.derived(milliseconds: startInstant.microseconds.floorDivided(by: 1000).quotient, from: identity)
-        }
-        return UUID.derived(from: identity)
     }
 
     /// `String(value)`'s bytes, without the string (16 digits would not fit a small one).
-    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
-        if value < 0 { out.append(UInt8(ascii: "-")) }
+    static func appendDecimal(_ value: Int64, to out: inout ByteCursor) {
+        if value < 0 { out.u8(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes for at most 19 digits, written backwards
         var count = 0
@@ -154,7 +165,7 @@ public struct AppleHealthConverter: Sendable {
                 magnitude /= 10
                 count += 1
             } while magnitude > 0
-            for index in stride(from: count - 1, through: 0, by: -1) { out.append(buffer[index]) }
+            for index in stride(from: count - 1, through: 0, by: -1) { out.u8(buffer[index]) }
         }
     }
 
@@ -305,16 +316,18 @@ public struct AppleHealthConverter: Sendable {
     static func cleanDevice(_ text: String) -> String {
         guard text.hasPrefix("<<HKDevice:") else { return text }
         // Find ">, " in the bytes (Foundation's range(of:) costs more than the rest of a record).
-        let bytes = Array(text.utf8)
-        var index = 0
-        while index + 2 < bytes.count,
-              !(bytes[index] == UInt8(ascii: ">") && bytes[index + 1] == UInt8(ascii: ",") && bytes[index + 2] == UInt8(ascii: " ")) {
-            index += 1
-        }
-        guard index + 2 < bytes.count else { return text }
-        var rest = bytes[(index + 3)...]
-        if rest.last == UInt8(ascii: ">") { rest = rest.dropLast() }
-        return String(decoding: rest, as: UTF8.self)
+        var text = text
+        return text.withUTF8 { bytes -> String? in
+            var index = 0
+            while index + 2 < bytes.count,
+                  !(bytes[index] == UInt8(ascii: ">") && bytes[index + 1] == UInt8(ascii: ",") && bytes[index + 2] == UInt8(ascii: " ")) {
+                index += 1
+            }
+            guard index + 2 < bytes.count else { return nil }
+            var end = bytes.count
+            if end > index + 3, bytes[end - 1] == UInt8(ascii: ">") { end -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[(index + 3)..<end]), as: UTF8.self)
+        } ?? text
     }
 }
 

@@ -15,31 +15,66 @@ public struct HealthRecord: Sendable, Equatable {
     public var creationDate: String?
     /// `MetadataEntry` children by key, of the keys the importer reads (`readKeys`).
     public var metadata: [String: String] {
-        get { Dictionary(metadataEntries.map { ($0.key, $0.value) }, uniquingKeysWith: { _, last in last }) }
-        set { metadataEntries = newValue.map { ($0.key, $0.value) } }
+        get {
+            var entries: [String: String] = [:]
+            for key in MetadataKey.allCases { if let value = metadata(key) { entries[key.rawValue] = value } }
+            return entries
+        }
+        set {
+            for key in MetadataKey.allCases { setMetadata(key, newValue[key.rawValue]) }
+        }
     }
-    /// The same entries, in a list: a record keeps at most three, and a dictionary made
-    /// per record cost more than its lookups saved. A key given twice counts with its last value.
-    private var metadataEntries: [(key: String, value: String)] = []
+    /// The same entries, one field per key read: a record keeps at most three, and a list or
+    /// dictionary made per record cost more than its lookups saved.
+    private var timeZone: String?
+    private var syncIdentifier: String?
+    private var syncVersion: String?
     /// The line of the `<Record` tag, for errors.
     public var line: Int
 
-    /// The value of the `MetadataEntry` with `key`, if any (the last one, when given twice).
-    public func metadata(_ key: String) -> String? {
-        metadataEntries.last { $0.key == key }?.value
-    }
-
     /// The metadata the importer reads. A record keeps no other entries: one with ten million
     /// of them held them all (347 MB).
-    static let readKeys = ["HKTimeZone", "HKMetadataKeySyncIdentifier", "HKMetadataKeySyncVersion"]
+    enum MetadataKey: String, CaseIterable {
+        case timeZone = "HKTimeZone"
+        case syncIdentifier = "HKMetadataKeySyncIdentifier"
+        case syncVersion = "HKMetadataKeySyncVersion"
+    }
+
+    static var readKeys: [String] { MetadataKey.allCases.map(\.rawValue) }
+
+    /// The value of the `MetadataEntry` with `key`, if any (the last one, when given twice).
+    public func metadata(_ key: String) -> String? {
+        MetadataKey(rawValue: key).flatMap(metadata)
+    }
+
+    func metadata(_ key: MetadataKey) -> String? {
+        switch key {
+        case .timeZone: timeZone
+        case .syncIdentifier: syncIdentifier
+        case .syncVersion: syncVersion
+        }
+    }
+
+    /// Keeps `value` for `key` (a key given twice counts with its last value).
+    mutating func setMetadata(_ key: MetadataKey, _ value: String?) {
+        switch key {
+        case .timeZone: timeZone = value
+        case .syncIdentifier: syncIdentifier = value
+        case .syncVersion: syncVersion = value
+        }
+    }
 
     mutating func addMetadata(key: String, value: String) {
-        guard HealthRecord.readKeys.contains(key) else { return }
-        if let index = metadataEntries.firstIndex(where: { $0.key == key }) {
-            metadataEntries[index].value = value
-        } else {
-            metadataEntries.append((key, value))
-        }
+        guard let key = MetadataKey(rawValue: key) else { return }
+        setMetadata(key, value)
+    }
+
+    /// An empty record, to move records in and out of lists with (`swap`) without copying.
+    static var empty: HealthRecord { HealthRecord(line: 0) }
+
+    fileprivate init(line: Int) {
+        type = ""
+        self.line = line
     }
 
     public static func == (a: HealthRecord, b: HealthRecord) -> Bool {
@@ -78,17 +113,21 @@ public final class HealthExportReader {
     private let path: String
     private var buffer = [UInt8](repeating: 0, count: 1 << 16)
 
-    // What the callbacks build, read by `next()` (from the back, once reversed, so each
-    // record is moved out rather than copied).
+    // What the callbacks build, read by `next()` from `readIndex` on: each record is swapped
+    // out of the list and into it (`HealthRecord.empty`), so none is copied, and the list's
+    // storage is kept from chunk to chunk.
     fileprivate var ready: [HealthRecord] = []
-    fileprivate var current: HealthRecord?
+    private var readIndex = 0
+    /// The record whose element is open (when `inRecord`).
+    fileprivate var current = HealthRecord.empty
+    fileprivate var inRecord = false
     fileprivate var currentDepth = 0
     fileprivate var depth = 0
     fileprivate var correlations = 0
     fileprivate var sawElement = false
     // Attribute values that repeat from record to record, each decoded once.
     private var recentTypes = RecentStrings(), recentUnits = RecentStrings(), recentSources = RecentStrings()
-    private var recentVersions = RecentStrings(), recentKeys = RecentStrings()
+    private var recentVersions = RecentStrings()
     private var ended = false
     private var failure: ImportError?
     /// The parser's first error (`sax.serror`): its message and line.
@@ -146,15 +185,19 @@ public final class HealthExportReader {
     /// The next record, or nil at the end of the document. Throws `ImportError.malformed`
     /// with the line when the XML is broken or truncated, after the records before the break.
     public func next() throws -> HealthRecord? {
-        while ready.isEmpty {
+        while readIndex == ready.count {
+            ready.removeAll(keepingCapacity: true)
+            readIndex = 0
             if ended {
                 if let failure { throw failure }
                 return nil
             }
             feed()
-            ready.reverse()
         }
-        return ready.popLast()
+        var record = HealthRecord.empty
+        swap(&record, &ready[readIndex])
+        readIndex += 1
+        return record
     }
 
     /// Hands the parser the next chunk (or the end of the input); its callbacks fill `ready`.
@@ -196,17 +239,24 @@ public final class HealthExportReader {
             }
             return
         }
-        if current != nil {
-            // Inside a record only its own MetadataEntry children count.
+        if inRecord {
+            // Inside a record only its own MetadataEntry children count, and of them only the
+            // keys it reads: a key is compared as bytes, and only a read key's value becomes a
+            // string.
             guard depth == currentDepth + 1, equals(name, "MetadataEntry"), let attributes else { return }
-            var key: String?
-            var value: String?
+            var key: HealthRecord.MetadataKey?
+            var known = true  // no key, or one the ledger reads
+            var value: Int?
             for index in 0..<count {
                 guard let attribute = attributes[index * 5] else { continue }
-                if equals(attribute, "key") { key = string(attributes, index, recent: &recentKeys) }
-                else if equals(attribute, "value") { value = string(attributes, index) }
+                if equals(attribute, "key") {
+                    key = HealthExportReader.metadataKey(HealthExportReader.bytes(attributes, index))
+                    known = key != nil
+                } else if equals(attribute, "value") {
+                    value = index
+                }
             }
-            if let key, let value { current!.addMetadata(key: key, value: value) }
+            if known, let key, let value { current.setMetadata(key, string(attributes, value)) }
             return
         }
         if equals(name, "Correlation") {
@@ -214,33 +264,59 @@ public final class HealthExportReader {
             return
         }
         guard correlations == 0, equals(name, "Record") else { return }
-        var record = HealthRecord(type: "", line: Int(ledger_xml_line(parser)))
-        if let attributes {
-            // Names are compared as C strings: no Swift string is made for a name, nor for
-            // the value of an attribute the ledger does not read.
-            for index in 0..<count {
-                guard let name = attributes[index * 5] else { continue }
-                if equals(name, "type") { record.type = string(attributes, index, recent: &recentTypes) }
-                else if equals(name, "unit") { record.unit = string(attributes, index, recent: &recentUnits) }
-                else if equals(name, "value") { record.value = string(attributes, index) }
-                else if equals(name, "sourceName") || equals(name, "source") { record.sourceName = string(attributes, index, recent: &recentSources) }
-                else if equals(name, "sourceVersion") { record.sourceVersion = string(attributes, index, recent: &recentVersions) }
-                else if equals(name, "device") { record.device = string(attributes, index) }
-                else if equals(name, "startDate") { record.startDate = string(attributes, index) }
-                else if equals(name, "endDate") { record.endDate = string(attributes, index) }
-                else if equals(name, "creationDate") { record.creationDate = string(attributes, index) }
+        current = HealthRecord(line: Int(ledger_xml_line(parser)))
+        inRecord = true
+        currentDepth = depth
+        guard let attributes else { return }
+        // Names are compared as C strings, each with the few names of its first letter: no
+        // Swift string is made for a name, nor for the value of an attribute the ledger does
+        // not read.
+        for index in 0..<count {
+            guard let name = attributes[index * 5] else { continue }
+            switch name[0] {
+            case UInt8(ascii: "t"):
+                if equals(name, "type") { current.type = string(attributes, index, recent: &recentTypes) }
+            case UInt8(ascii: "u"):
+                if equals(name, "unit") { current.unit = string(attributes, index, recent: &recentUnits) }
+            case UInt8(ascii: "v"):
+                if equals(name, "value") { current.value = string(attributes, index) }
+            case UInt8(ascii: "s"):
+                if equals(name, "sourceName") || equals(name, "source") { current.sourceName = string(attributes, index, recent: &recentSources) }
+                else if equals(name, "sourceVersion") { current.sourceVersion = string(attributes, index, recent: &recentVersions) }
+                else if equals(name, "startDate") { current.startDate = string(attributes, index) }
+            case UInt8(ascii: "d"):
+                if equals(name, "device") { current.device = string(attributes, index) }
+            case UInt8(ascii: "e"):
+                if equals(name, "endDate") { current.endDate = string(attributes, index) }
+            case UInt8(ascii: "c"):
+                if equals(name, "creationDate") { current.creationDate = string(attributes, index) }
+            default:
+                break
             }
         }
-        current = record
-        currentDepth = depth
+    }
+
+    /// The metadata key a `MetadataEntry`'s `key` attribute names, compared as bytes (a key
+    /// is read only after `&#38;` is decoded, as `string` decodes it, so a key holding one is
+    /// decoded first); nil for a key the importer does not read.
+    private static func metadataKey(_ bytes: UnsafeBufferPointer<UInt8>) -> HealthRecord.MetadataKey? {
+        if bytes.contains(UInt8(ascii: "&")) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
+        for key in HealthRecord.MetadataKey.allCases {
+            var name = key.rawValue
+            let same = name.withUTF8 { $0.count == bytes.count && memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+            if same { return key }
+        }
+        return nil
     }
 
     fileprivate func end(_ name: UnsafePointer<xmlChar>) {
         defer { depth -= 1 }
-        if let record = current {
+        if inRecord {
             if depth == currentDepth {
-                ready.append(record)
-                current = nil
+                var record = HealthRecord.empty
+                swap(&record, &current)
+                ready.append(consume record)
+                inRecord = false
             }
             return
         }

@@ -844,8 +844,10 @@ struct ExportDateTests {
         var random = SplitMix64(seed: 5)
         for _ in 0..<2_000 { values.append(Int64(bitPattern: random.next()) >> Int64(random.next() % 63)) }
         for value in values {
-            var out: [UInt8] = [7]
-            AppleHealthConverter.appendDecimal(value, to: &out)
+            let out = ByteCursor.withScratch(capacity: 32) { cursor in
+                cursor.u8(7)
+                AppleHealthConverter.appendDecimal(value, to: &cursor)
+            }
             #expect(out == [7] + Array(String(value).utf8), "\(value)")
         }
     }
