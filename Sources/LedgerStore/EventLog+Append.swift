@@ -255,7 +255,10 @@ extension EventLog {
         try produce { location, event in
             let body = event.body
             let idKey = event.id.bytes
-            if let existing = try txn.get(ids, idKey) {
+            // The id goes in as the next seq's, unless it is there already: one search of the
+            // index where a look-up and an insert took two (taken out again below if the event
+            // is not appended after all; anything thrown aborts the transaction).
+            if let existing = try txn.insert(ids, idKey, (seq + 1).bigEndianBytes) {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
@@ -296,6 +299,7 @@ extension EventLog {
             switch event.payload {
             case .sample(let sample):
                 guard try index(sample, at: position, in: txn) else {
+                    try txn.delete(ids, idKey)
                     result.superseded += 1
                     result.outcomes.append(.superseded)
                     return
@@ -307,7 +311,6 @@ extension EventLog {
             }
 
             seq += 1
-            try txn.put(ids, idKey, seq.bigEndianBytes)
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, event.typed)
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)

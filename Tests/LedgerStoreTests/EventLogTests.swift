@@ -316,6 +316,18 @@ struct EventLogTests {
             #expect(stale.superseded == 1)
             #expect(stale.appended == 0)
             #expect(stale.outcomes == [.superseded])
+            // Its id, put into the index as the next seq's before the sample was found stale,
+            // is taken out again: nothing points at a seq the log has not written.
+            let v1bID = try #require(try batch(v1b).first?.1.id)
+            #expect(try log.environment.read { try $0.get(log.ids, v1bID.bytes) } == nil)
+            // Within a batch too, before and after events that are appended.
+            let v3 = sampleLine(value: 13, syncId: "walk-1", syncVersion: 3)
+            let v2b = sampleLine(value: 14, syncId: "walk-1", syncVersion: 2)
+            let mixed = try log.append(try batch(v3 + "\n" + v2b + "\n" + sampleLine(value: 9, source: "Scale")))
+            #expect(mixed.outcomes == [.appended(3), .superseded, .appended(4)])
+            let v2bID = try #require(try batch(v2b).first?.1.id)
+            #expect(try log.environment.read { try $0.get(log.ids, v2bID.bytes) } == nil)
+            #expect(try log.verifyIndexes() > 0)
             // Another source's syncId is independent.
             let other = sampleLine(value: 11, source: "Watch", syncId: "walk-1", syncVersion: 1)
             #expect(try log.append(try batch(other)).appended == 1)

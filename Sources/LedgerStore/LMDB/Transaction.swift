@@ -61,6 +61,22 @@ public struct Transaction {
         }
     }
 
+    /// Stores `value` under `key` unless the key is there already, in one search of the tree
+    /// (`MDB_NOOVERWRITE`); returns the value already stored (copied), or nil when `value` was
+    /// stored. Calls `mdb_put`.
+    public func insert(_ db: Database, _ key: [UInt8], _ value: [UInt8]) throws -> [UInt8]? {
+        try key.withUnsafeBytes { keyBytes in
+            try value.withUnsafeBytes { valueBytes in
+                var k = MDB_val(reading: keyBytes)
+                var v = MDB_val(reading: valueBytes)
+                let code = mdb_put(handle, db.dbi, &k, &v, UInt32(MDB_NOOVERWRITE))
+                if code == MDB_KEYEXIST { return Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) }
+                try check(code, "mdb_put")
+                return nil
+            }
+        }
+    }
+
     /// Stores a value of `count` bytes under `key`, written in place by `fill` into the space
     /// LMDB reserves for it in the map (`MDB_RESERVE`): a value built from parts needs no
     /// array of its own first. `fill` must write every byte; the space is valid only during
