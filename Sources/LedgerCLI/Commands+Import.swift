@@ -86,8 +86,8 @@ extension Commands {
                     var chunk = ImportChunk(reserving: reserved)
                     while let record = try reader.next() {
                         chunk.read += 1
-                        if let prepared = try converter.prepared(for: record) {
-                            chunk.kept.add(record.type)
+                        if let (prepared, type) = try converter.preparedSample(for: record) {
+                            chunk.kept[Int(type.code)] += 1
                             chunk.lines.append(record.line)
                             chunk.events.append(prepared)
                             if chunk.events.count >= batchSize {
@@ -120,7 +120,9 @@ extension Commands {
                         log.environment.releaseMappedPages()
                     }
                     summary.read += chunk.read
-                    summary.kept.add(chunk.kept)
+                    for type in QuantityType.allCases where chunk.kept[Int(type.code)] > 0 {
+                        summary.kept.add(AppleHealthConverter.healthKitName(of: type), count: chunk.kept[Int(type.code)])
+                    }
                     summary.skipped.add(chunk.skipped)
                     summary.committedRecords = summary.read
                     progress.update(records: summary.read, bytes: chunk.progress)
@@ -239,7 +241,9 @@ struct ImportChunk: Sendable {
     /// Each event's line in the export.
     var lines: [Int] = []
     var read = 0
-    var kept = TypeCounts()
+    /// Records of each kept type, at its code: counted so rather than by name (a name's
+    /// count compares it with the last, and types alternate in an export).
+    var kept = Array(repeating: 0, count: 1 + (QuantityType.allCases.map { Int($0.code) }.max() ?? 0))
     var skipped = TypeCounts()
     var progress: (read: Int64, total: Int64) = (0, 0)
 

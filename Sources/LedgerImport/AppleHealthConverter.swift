@@ -32,6 +32,32 @@ public struct AppleHealthConverter: Sendable {
     /// counted in `zone` (else the ledger's), and the import's summary says how many.
     public let unknownZones = Tally()
 
+    /// What the converter remembers from record to record (the reading thread's alone, behind
+    /// a lock all the same): the last zone name checked, and the last few cleaned device
+    /// strings, by the bytes they come from. Records repeat both, and the zone database's
+    /// look-up and a device string made per record were a tenth of the conversion.
+    private let memo = Memo()
+
+    final class Memo: Sendable {
+        private let lastZone = Mutex<(name: String, valid: Bool)?>(nil)
+        private let devices = Mutex(RecentStrings())
+
+        func isValidZone(_ name: String) -> Bool {
+            if let last = lastZone.withLock({ $0 }), last.name.utf8.elementsEqual(name.utf8) { return last.valid }
+            let valid = Zone.isValid(name)
+            lastZone.withLock { $0 = (name, valid) }
+            return valid
+        }
+
+        /// `make(bytes)`, or the string made last time from the same bytes.
+        func device(_ bytes: UnsafeBufferPointer<UInt8>, _ make: (UnsafeBufferPointer<UInt8>) -> String) -> String {
+            if let known = devices.withLock({ $0.string(for: bytes) }) { return known }
+            let text = make(bytes)
+            devices.withLock { $0.remember(bytes, as: text) }
+            return text
+        }
+    }
+
     /// A count shared by the copies of a converter (it is bumped on the reading thread and read
     /// once the import is over).
     public final class Tally: Sendable {
@@ -60,30 +86,39 @@ public struct AppleHealthConverter: Sendable {
     /// a name with control characters, a unit that does not fit) goes through `event(for:)`,
     /// so errors read exactly the same.
     public func prepared(for record: HealthRecord) throws -> PreparedEvent? {
+        try preparedSample(for: record)?.event
+    }
+
+    /// `prepared(for:)` with the sample's type, whose HealthKit name is the record's `type`
+    /// (`healthKitName`): what an import counts records by, without comparing their names.
+    public func preparedSample(for record: HealthRecord) throws -> (event: PreparedEvent, type: QuantityType)? {
         guard let type = AppleHealthConverter.keptTypes[record.type] else { return nil }
-        if let prepared = directlyPrepared(record, type: type) { return prepared }
-        return try event(for: record).map(PreparedEvent.init)
+        if let prepared = directlyPrepared(record, type: type) { return (prepared, type) }
+        return try event(for: record).map { (PreparedEvent($0), type) }
+    }
+
+    /// The HealthKit type name the importer reads as `type`.
+    public static func healthKitName(of type: QuantityType) -> String {
+        keptTypes.first { $0.value == type }!.key
     }
 
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
         let plainName = EventDecoder.isName
         guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite, value >= 0,
-              let startText = record.startDate.flatMap(AppleHealthConverter.rfc3339),
-              let endText = record.endDate.flatMap(AppleHealthConverter.rfc3339),
-              let start = try? Timestamp.parseRFC3339(startText).0,
-              let end = try? Timestamp.parseRFC3339(endText).0, end >= start,
+              let (startText, start) = record.startDate.flatMap(AppleHealthConverter.exportDate),
+              let (endText, end) = record.endDate.flatMap(AppleHealthConverter.exportDate), end >= start,
               let sourceName = record.sourceName, plainName(sourceName), plainName(user)
         else { return nil }
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
         guard Sample.rangeProblem(value: value, unit: unit, type: type, start: start, end: end) == nil else { return nil }
         let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
-        let cleanedDevice = record.device.map(AppleHealthConverter.cleanDevice)
+        let cleanedDevice = record.device.map { AppleHealthConverter.cleanDevice($0, memo: memo) }
         let device = cleanedDevice.flatMap { $0.isEmpty ? nil : $0 }
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
         var syncId: String?
         var syncVersion: Int64?
-        if let given = record.metadata("HKMetadataKeySyncIdentifier"), !given.isEmpty {
+        if let given = record.metadata(.syncIdentifier), !given.isEmpty {
             guard let version = AppleHealthConverter.syncVersion(record), plainName(given), version >= 0 else { return nil }
             syncId = given
             syncVersion = version
@@ -182,8 +217,8 @@ public struct AppleHealthConverter: Sendable {
     /// (nil: the user's, else the ledger's). A zone named but not known is counted in
     /// `unknownZones`.
     private func sampleZone(_ record: HealthRecord) -> String? {
-        guard let recorded = record.metadata("HKTimeZone") else { return zone }
-        if Zone.isValid(recorded) { return recorded }
+        guard let recorded = record.metadata(.timeZone) else { return zone }
+        if memo.isValidZone(recorded) { return recorded }
         unknownZones.add()
         return zone
     }
@@ -191,7 +226,7 @@ public struct AppleHealthConverter: Sendable {
     /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none (or an empty
     /// one), nil when it has one that is not a whole number.
     static func syncVersion(_ record: HealthRecord) -> Int64? {
-        guard let text = record.metadata("HKMetadataKeySyncVersion"), !text.isEmpty else { return 0 }
+        guard let text = record.metadata(.syncVersion), !text.isEmpty else { return 0 }
         return Int64(text)
     }
 
@@ -210,7 +245,7 @@ public struct AppleHealthConverter: Sendable {
         guard let sourceName = record.sourceName, !sourceName.isEmpty else { throw invalid("'sourceName' is missing") }
         var source: [String: JSONValue] = ["name": .string(sourceName)]
         if let version = record.sourceVersion, !version.isEmpty { source["version"] = .string(version) }
-        if let device = record.device.map(AppleHealthConverter.cleanDevice), !device.isEmpty { source["device"] = .string(device) }
+        if let device = record.device.map { AppleHealthConverter.cleanDevice($0) }, !device.isEmpty { source["device"] = .string(device) }
         var object: [String: JSONValue] = [
             "kind": .string("sample"), "user": .string(user), "type": .string(record.type),
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
@@ -226,7 +261,7 @@ public struct AppleHealthConverter: Sendable {
         }
         let id = derivedID(record, start: (start, try? Timestamp.parseRFC3339(start).0),
                            end: (end, try? Timestamp.parseRFC3339(end).0), valueText: valueText,
-                           sourceName: sourceName, device: record.device.map(AppleHealthConverter.cleanDevice))
+                           sourceName: sourceName, device: record.device.map { AppleHealthConverter.cleanDevice($0) })
         object["id"] = .string(id.lowercased)
         do {
             return try EventDecoder.decode(.object(object))
@@ -271,6 +306,23 @@ public struct AppleHealthConverter: Sendable {
         return nil
     }
 
+    /// `rfc3339(text)` and the instant it names, nil when either is nil: the text is rewritten
+    /// once, and the instant read from the rewritten bytes (every record's start and end).
+    static func exportDate(_ text: String) -> (text: String, instant: Timestamp)? {
+        var text = text
+        let converted = text.withUTF8 { bytes -> (String, Timestamp)?? in
+            guard let layout = layout(of: bytes) else { return .none }
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
+                let written = UnsafeBufferPointer(rebasing: out[..<rewrite(bytes, as: layout, into: out)])
+                guard let instant = try? Timestamp.parseRFC3339(utf8: written).0 else { return .some(nil) }
+                return (String(decoding: written, as: UTF8.self), instant)
+            }
+        }
+        if let converted { return converted }
+        guard let instant = try? Timestamp.parseRFC3339(text).0 else { return nil }
+        return (text, instant)
+    }
+
     /// The instant of an export's date (either layout `rfc3339` converts), read without making
     /// its RFC 3339 text; nil when the text has neither layout or names no valid instant.
     static func exportInstant(_ text: String) -> Timestamp? {
@@ -313,7 +365,7 @@ public struct AppleHealthConverter: Sendable {
     private static let legacyLayout = [0, 1, 2, 3, dash, 4, 5, dash, 6, 7, tee, 8, 9, colon, 10, 11, colon, 12, 13, 14, 15, 16, colon, 17, 18]
 
     /// `<<HKDevice: 0x174294140>, name:iPhone, …, software:10.0>` → `name:iPhone, …, software:10.0`.
-    static func cleanDevice(_ text: String) -> String {
+    static func cleanDevice(_ text: String, memo: Memo? = nil) -> String {
         guard text.hasPrefix("<<HKDevice:") else { return text }
         // Find ">, " in the bytes (Foundation's range(of:) costs more than the rest of a record).
         var text = text
@@ -326,7 +378,9 @@ public struct AppleHealthConverter: Sendable {
             guard index + 2 < bytes.count else { return nil }
             var end = bytes.count
             if end > index + 3, bytes[end - 1] == UInt8(ascii: ">") { end -= 1 }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[(index + 3)..<end]), as: UTF8.self)
+            let name = UnsafeBufferPointer(rebasing: bytes[(index + 3)..<end])
+            let make = { (name: UnsafeBufferPointer<UInt8>) in String(decoding: name, as: UTF8.self) }
+            return memo.map { $0.device(name, make) } ?? make(name)
         } ?? text
     }
 }

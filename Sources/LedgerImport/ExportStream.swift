@@ -368,7 +368,7 @@ final class ExportStream {
         func emit(upTo end: Int) {
             guard end > emitted else { return }
             let part = bytes[emitted..<end]
-            if part.contains(where: { $0 < 0x20 && $0 != 0x09 && $0 != 0x0A && $0 != 0x0D }) {
+            if ExportStream.hasForbiddenControl(part) {
                 out.append(contentsOf: part.map(cleanByte))
             } else {
                 out.append(contentsOf: part)
@@ -410,6 +410,14 @@ final class ExportStream {
                 }
                 guard within(open - index) else { return }
                 sinceTag = 0
+                // A tag, as nearly every `<` begins: what follows it is known, and none of the
+                // checks below can hold (each needs a `!` or a `?` next, or `<` alone at the end).
+                if open + 1 < bytes.endIndex, bytes[open + 1] != UInt8(ascii: "!"), bytes[open + 1] != UInt8(ascii: "?") {
+                    markup = .tag
+                    inQuotedValue = false
+                    index = open + 1
+                    continue
+                }
                 let rest = bytes[open...]
                 if rest.count < ExportStream.cdataOpen.count,
                    ExportStream.commentOpen.starts(with: rest.prefix(4)) || ExportStream.cdataOpen.starts(with: rest) {
@@ -501,15 +509,39 @@ final class ExportStream {
         return (nil, max(bytes.startIndex, bytes.endIndex - (close.count - 1)))
     }
 
-    /// How many times `byte` occurs in `bytes`, found with `memchr`.
+    /// How many times `byte` occurs in `bytes`: a loop the compiler vectorizes (a tag holds
+    /// a dozen quotes or more, and a `memchr` per quote cost more than reading them all).
     private static func count(_ byte: UInt8, in bytes: ArraySlice<UInt8>) -> Int {
-        var found = 0
-        var from = bytes.startIndex
-        while let next = firstIndex(of: byte, in: bytes[from...]) {
-            found += 1
-            from = next + 1
+        bytes.withUnsafeBufferPointer { buffer in
+            var found = 0
+            for value in buffer { found &+= value == byte ? 1 : 0 }
+            return found
         }
-        return found
+    }
+
+    /// Whether `bytes` hold a control character XML forbids (below 0x20 but tab, line feed and
+    /// carriage return), read eight bytes at a time: a word with no byte below 0x20 (most of
+    /// them) needs no look at its bytes. This runs over every byte of the export.
+    static func hasForbiddenControl(_ bytes: ArraySlice<UInt8>) -> Bool {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return false }
+            func forbidden(_ byte: UInt8) -> Bool { byte < 0x20 && byte != 0x09 && byte != 0x0A && byte != 0x0D }
+            let raw = UnsafeRawPointer(base)
+            var index = 0
+            while index + 8 <= buffer.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                // Non-zero exactly when some byte of the word is below 0x20.
+                if (word &- 0x2020_2020_2020_2020) & ~word & 0x8080_8080_8080_8080 != 0 {
+                    for offset in index..<(index + 8) where forbidden(buffer[offset]) { return true }
+                }
+                index += 8
+            }
+            while index < buffer.count {
+                if forbidden(buffer[index]) { return true }
+                index += 1
+            }
+            return false
+        }
     }
 
     /// `bytes.firstIndex(of: byte)` with `memchr`.

@@ -837,6 +837,27 @@ struct ExportDateTests {
         #expect(try EventDecoder.decode(try JSONValue.parse(Array(synced.utf8))).id.lowercased == "a1e05813-21c0-8aab-80e5-67229268445f")
     }
 
+    @Test("the word-at-a-time control character check is the byte-by-byte one")
+    func forbiddenControl() {
+        var random = SplitMix64(seed: 21)
+        let forbidden = { (byte: UInt8) in byte < 0x20 && byte != 0x09 && byte != 0x0A && byte != 0x0D }
+        for round in 0..<3_000 {
+            let length = Int(random.next() % 40)
+            // Mostly text, line breaks and tabs, now and then a forbidden byte or a high one.
+            let bytes: [UInt8] = (0..<length).map { _ in
+                switch random.next() % 20 {
+                case 0: UInt8(random.next() % 0x20)
+                case 1: 0x80 | UInt8(random.next() % 0x80)
+                case 2: [0x09, 0x0A, 0x0D][Int(random.next() % 3)]
+                default: 0x20 + UInt8(random.next() % 0x5F)
+                }
+            }
+            let start = length == 0 ? 0 : Int(random.next() % UInt64(length))
+            let slice = bytes[start...]
+            #expect(ExportStream.hasForbiddenControl(slice) == slice.contains(where: forbidden), "round \(round): \(Array(slice))")
+        }
+    }
+
     @Test("appendDecimal writes String(value)'s bytes")
     func decimal() {
         var values: [Int64] = [0, 1, -1, 9, 10, -10, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
