@@ -105,8 +105,9 @@ public final class ActivityFold {
     private struct Step {
         var cause: Cause
         var user: UInt32?
-        /// Entries put into (`added`) or taken out of days' buckets, in order.
-        var changes: [(key: DayKey, entry: BucketEntry, added: Bool)] = []
+        /// Entries put into (`added`) or taken out of days' buckets, in order: a range of the
+        /// batch's `bucketChanges` (one list for the batch, not one per event).
+        var changes: Range<Int> = 0..<0
         /// Types whose merges the event changed otherwise: a profile's priority list (the ranks
         /// of the sources), with the facts and the user's state just before it. (A profile's
         /// zone moves entries between days, which `changes` holds. A user's first sample in a
@@ -137,6 +138,9 @@ public final class ActivityFold {
     /// The batch's events, per user, as far as they changed buckets (`Step`).
     private var steps: [UInt32: [Step]] = [:]
     private var step: Step?
+    /// Every bucket change of the batch's events, in order (`Step.changes`).
+    private var bucketChanges: [BucketChange] = []
+    private typealias BucketChange = (key: DayKey, entry: BucketEntry, added: Bool)
     /// How many `last-known` rows took the rule before version 10 because the walk back gave
     /// up (past `walkBudget`), or because no event of the batch touched the type though the
     /// facts differ from the stored ones (which this fold did not write; projections of
@@ -167,9 +171,12 @@ public final class ActivityFold {
     /// `LoggedEvent` (a copy retains each of its strings).
     public func apply(seq: UInt64, recorded: Timestamp, id: UUID, payload: Event.Payload, target: UInt64?) throws {
         let cause = Cause(seq: seq, recorded: recorded.microseconds)
-        step = Step(cause: cause)
+        step = Step(cause: cause, changes: bucketChanges.count..<bucketChanges.count)
         defer {
-            if let step, let user = step.user { steps[user, default: []].append(step) }
+            if var step, let user = step.user {
+                step.changes = step.changes.lowerBound..<bucketChanges.count
+                steps[user, default: []].append(step)
+            }
             step = nil
         }
         switch payload {
@@ -240,7 +247,7 @@ public final class ActivityFold {
             markDirty(key, cause)
         }
         try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
-        try store.put(.samples, position, record.encoded)
+        try store.put(.samples, position, count: record.encodedCount, cursor: { record.encode(into: &$0) })
     }
 
     /// Takes the sample stored under `position` out of its days' buckets and forgets it.
@@ -387,6 +394,7 @@ public final class ActivityFold {
         dirtyDays.removeAll()
         changes.removeAll()
         steps.removeAll()
+        bucketChanges.removeAll(keepingCapacity: true)
         return result
     }
 
@@ -552,7 +560,7 @@ public final class ActivityFold {
               // start, whose facts are stored (`before`): reaching it needs no merge. (A batch
               // of one event per user, what group commit gives, walks no further.)
               let first = steps.firstIndex(where: { step in
-                  step.barriers[userType.type] != nil || step.changes.contains { $0.key.type == userType.type }
+                  step.barriers[userType.type] != nil || bucketChanges[step.changes].contains { $0.key.type == userType.type }
               })
         else { return .unchanged }
         func key(_ day: Int) -> DayKey { DayKey(user: userType.user, type: userType.type, day: day) }
@@ -581,7 +589,7 @@ public final class ActivityFold {
             }
             var dirty: Set<Int> = []
             var endMoved = false
-            for change in step.changes.reversed() where change.key.type == userType.type {
+            for change in bucketChanges[step.changes].reversed() where change.key.type == userType.type {
                 let day = change.key.day
                 // Days this far before the reported one move neither it nor the latest end
                 // (a day's merge reaches `spread` days either side, and the latest end is
@@ -716,8 +724,9 @@ public final class ActivityFold {
     /// Records, for `lastChange`, that the event being applied put `entry` into `key`'s bucket
     /// or took it out.
     private func noteChange(_ key: DayKey, _ entry: BucketEntry, added: Bool) {
-        step?.user = key.user
-        step?.changes.append((key, entry, added))
+        guard step != nil else { return }
+        step!.user = key.user
+        bucketChanges.append((key, entry, added))
     }
 
     /// `userType`'s facts as the batch has left them so far, with `user`'s ranks: the days

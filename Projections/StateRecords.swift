@@ -161,23 +161,26 @@ struct SampleRecord: Equatable {
 
     var canonicalValue: Double { value * (type.factor(from: unit) ?? 1) }
 
-    /// Written at its exact size: every sample folded is stored so.
-    var encoded: [UInt8] {
-        let count = 16 + 4 + 1 + 4 + source.utf8.count + 8 + 4 + unit.utf8.count + 16
-            + 4 + (zone?.utf8.count ?? 0) + 4 + 8 * days.count
-        return ByteCursor.exactly(count) { out in
-            out.uuid(id)
-            out.u32(user)
-            out.u8(type.code)
-            out.string(source)
-            out.f64(value)
-            out.string(unit)
-            out.i64(start.microseconds)
-            out.i64(end.microseconds)
-            out.string(zone ?? "")
-            out.u32(UInt32(days.count))
-            for day in days { out.i64(Int64(day)) }
-        }
+    var encoded: [UInt8] { ByteCursor.exactly(encodedCount) { encode(into: &$0) } }
+
+    /// The size of `encoded`.
+    var encodedCount: Int {
+        16 + 4 + 1 + 4 + source.utf8.count + 8 + 4 + unit.utf8.count + 16 + 4 + (zone?.utf8.count ?? 0) + 4 + 8 * days.count
+    }
+
+    /// Writes `encoded`'s bytes (`encodedCount` of them): every sample folded is stored so.
+    func encode(into out: inout ByteCursor) {
+        out.uuid(id)
+        out.u32(user)
+        out.u8(type.code)
+        out.string(source)
+        out.f64(value)
+        out.string(unit)
+        out.i64(start.microseconds)
+        out.i64(end.microseconds)
+        out.string(zone ?? "")
+        out.u32(UInt32(days.count))
+        for day in days { out.i64(Int64(day)) }
     }
 
     init(id: UUID, user: UInt32, type: QuantityType, source: String, value: Double, unit: String,
@@ -287,7 +290,7 @@ struct Bucket {
         for number in changed.sorted() {
             let key = StateKey.bucketChunk(dayKey, number)
             if let chunk = chunks.first(where: { $0.number == number }) {
-                try store.put(.buckets, key, BucketEntry.encode(chunk.entries))
+                try store.put(.buckets, key, count: BucketEntry.encodedCount(chunk.entries), cursor: { BucketEntry.encode(chunk.entries, into: &$0) })
             } else {
                 try store.delete(.buckets, key)
             }
@@ -310,17 +313,23 @@ struct BucketEntry: Equatable {
     var encodedSize: Int { 16 + 8 + source.utf8.count + zone.utf8.count + 24 }
 
     static func encode(_ entries: [BucketEntry]) -> [UInt8] {
-        var writer = ByteWriter(capacity: 4 + entries.reduce(0) { $0 + $1.encodedSize })
-        writer.u32(UInt32(entries.count))
+        ByteCursor.exactly(encodedCount(entries)) { encode(entries, into: &$0) }
+    }
+
+    /// The size of `encode(entries)`.
+    static func encodedCount(_ entries: [BucketEntry]) -> Int { 4 + entries.reduce(0) { $0 + $1.encodedSize } }
+
+    /// Writes `encode(entries)`'s bytes.
+    static func encode(_ entries: [BucketEntry], into out: inout ByteCursor) {
+        out.u32(UInt32(entries.count))
         for entry in entries {
-            writer.uuid(entry.id)
-            writer.string(entry.source)
-            writer.string(entry.zone)
-            writer.i64(entry.start)
-            writer.i64(entry.end)
-            writer.f64(entry.value)
+            out.uuid(entry.id)
+            out.string(entry.source)
+            out.string(entry.zone)
+            out.i64(entry.start)
+            out.i64(entry.end)
+            out.f64(entry.value)
         }
-        return writer.bytes
     }
 
     static func decode(_ bytes: [UInt8]) throws(DamagedState) -> [BucketEntry] {

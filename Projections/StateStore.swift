@@ -67,9 +67,31 @@ public protocol StateStore {
     /// `scan` forwards, handing over the stored bytes in place (valid only during the call).
     func scanInPlace(_ table: StateTable, prefix: [UInt8],
                      _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Bool) throws
+    /// `put` of a value of `count` bytes that `fill` writes, every one of them: in the store's
+    /// own space where it has one (LMDB's map), so that a value the fold encodes for every
+    /// sample or bucket needs no array of its own.
+    func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws
 }
 
 extension StateStore {
+    public func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        let value = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            fill(UnsafeMutableRawBufferPointer(buffer))
+            initialized = count
+        }
+        try put(table, key, value)
+    }
+
+    /// `put(table, key, count:fill:)` through a `ByteCursor` (which checks that it wrote
+    /// `count` bytes).
+    func put(_ table: StateTable, _ key: [UInt8], count: Int, cursor write: (inout ByteCursor) -> Void) throws {
+        try put(table, key, count: count) { (out: UnsafeMutableRawBufferPointer) in
+            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            write(&cursor)
+            precondition(cursor.count == count, "wrote \(cursor.count) bytes of \(count)")
+        }
+    }
+
     public func scanInPlace(_ table: StateTable, prefix: [UInt8],
                             _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Bool) throws {
         try scan(table, prefix: prefix, reverse: false) { key, value in

@@ -26,6 +26,16 @@ struct LMDBStateStore: StateStore {
         try txn.put(database(table), key, value)
     }
 
+    func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        if table == .samples {
+            // As `put` (append mode first), written in place in the map.
+            do {
+                return try txn.putReserved(database(table), key, count: count, append: true, fill)
+            } catch LMDBError.keyExists {}
+        }
+        try txn.putReserved(database(table), key, count: count, fill)
+    }
+
     func delete(_ table: StateTable, _ key: [UInt8]) throws {
         try txn.delete(database(table), key)
     }
@@ -66,6 +76,9 @@ struct FoldedRecord: Sendable {
     var seq: UInt64
     var recorded: Timestamp
     var endsBatch: Bool
+
+    /// What a record moved out of a list leaves in its place.
+    static let moved = FoldedRecord(event: nil, seq: 0, recorded: Timestamp(microseconds: 0), endsBatch: false)
 }
 
 /// What `foldRecords` does with a record: hand over its event (nil: only its place), or stop
@@ -186,10 +199,13 @@ extension EventLog {
                 }
             }
             if !chunk.isEmpty { try emit(chunk) }
-        }, consume: { chunk in
-            // Borrowed in place: copying each record out of the chunk retained its strings.
-            try chunk.withUnsafeBufferPointer { records in
-                for index in records.indices { try fold(records[index]) }
+        }, consume: { (chunk: consuming [FoldedRecord]) in
+            // Each record is moved out of the chunk and lent to `fold`: copying it out, or
+            // lending it in place (which the compiler made a copy too), retained its strings.
+            for index in chunk.indices {
+                var record = FoldedRecord.moved
+                swap(&record, &chunk[index])
+                try fold(record)
             }
         })
     }
