@@ -121,6 +121,21 @@ struct EventLogTests {
         }
     }
 
+    @Test("residentSharedBytes counts the map's pages a read brings in, and releaseMappedPages lets them go")
+    func residentMap() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 20_000)
+            let log = try EventLog(path: path, create: false)
+            log.environment.releaseMappedPages()
+            let before = try #require(Environment.residentSharedBytes)
+            #expect(try log.records().count == 20_000)  // reads every record through the map
+            let after = try #require(Environment.residentSharedBytes)
+            #expect(after > before + 1 << 20)
+            log.environment.releaseMappedPages()
+            #expect(try #require(Environment.residentSharedBytes) < after - 1 << 20)
+        }
+    }
+
     @Test("an admitted sample's index entry written in place is SampleState.encoded")
     func sampleStateInPlace() throws {
         try withTemporaryLedger { path in

@@ -354,6 +354,16 @@ public final class Environment: @unchecked Sendable {
         return (info.me_mapsize, info.me_last_pgno, info.me_last_txnid, Int(info.me_numreaders))
     }
 
+    /// This process's resident pages shared with others (the file-backed ones: the map's, and
+    /// the binary's and libraries'), in bytes, from `/proc/self/statm`; nil where it cannot be
+    /// read. What an import watches to call `releaseMappedPages` only when the map has grown.
+    public static var residentSharedBytes: Int? {
+        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = statm.split(separator: " ")
+        guard fields.count > 2, let pages = Int(fields[2]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     /// Drops this process's resident copies of the map's pages (`madvise(MADV_DONTNEED)` on the
     /// read-only shared mapping LMDB reads through). The data stays in the OS page cache and
     /// is faulted back in on the next read; long imports call this between batches so their
