@@ -247,7 +247,10 @@ public final class ActivityFold {
             markDirty(key, cause)
         }
         try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
-        try store.put(.samples, position, count: record.encodedCount, cursor: { record.encode(into: &$0) })
+        // Read through a pointer: a closure capturing the record copied it (its strings retained).
+        try withUnsafePointer(to: &record) { record in
+            try store.put(.samples, position, count: record.pointee.encodedCount, cursor: { record.pointee.encode(into: &$0) })
+        }
     }
 
     /// Takes the sample stored under `position` out of its days' buckets and forgets it.

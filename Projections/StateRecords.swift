@@ -237,6 +237,9 @@ struct Bucket {
     /// The numbers of the chunks changed since the bucket was read: what `write` puts (or
     /// deletes, when they emptied).
     private var changed: Set<UInt32> = []
+    /// The chunk `append` last marked changed: appends fill the last chunk, so it is nearly
+    /// always this one, and `changed` is not hashed into again.
+    private var lastChanged: UInt32?
 
     init() {}
 
@@ -261,7 +264,11 @@ struct Bucket {
         if let last = chunks.indices.last, chunks[last].bytes + size <= Bucket.chunkBytes {
             chunks[last].entries.append(entry)
             chunks[last].bytes += size
-            changed.insert(chunks[last].number)
+            let number = chunks[last].number
+            if lastChanged != number {
+                changed.insert(number)
+                lastChanged = number
+            }
         } else {
             let number = chunks.last.map { $0.number + 1 } ?? 0
             chunks.append(Chunk(number: number, entries: [entry], bytes: 4 + size))

@@ -125,10 +125,30 @@ extension PreparedEvent {
     /// `integerValue` the value when the input wrote it as a JSON integer.
     public static func checkedSample(id: UUID, _ sample: Sample, start: String, end: String,
                                      integerValue: Int64? = nil) -> PreparedEvent {
+        var start = start, end = end
+        return start.withUTF8 { start in
+            end.withUTF8 { end in checkedSample(id: id, sample, startText: start, endText: end, integerValue: integerValue) }
+        }
+    }
+
+    /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date
+    /// into RFC 3339 without making a string of it).
+    public static func checkedSample(id: UUID, _ sample: Sample, start: ShortText, end: ShortText) -> PreparedEvent {
+        withUnsafeBytes(of: start.storage) { startBytes in
+            withUnsafeBytes(of: end.storage) { endBytes in
+                checkedSample(id: id, sample,
+                              startText: UnsafeBufferPointer(rebasing: startBytes.assumingMemoryBound(to: UInt8.self)[..<start.count]),
+                              endText: UnsafeBufferPointer(rebasing: endBytes.assumingMemoryBound(to: UInt8.self)[..<end.count]))
+            }
+        }
+    }
+
+    private static func checkedSample(id: UUID, _ sample: Sample, startText start: UnsafeBufferPointer<UInt8>,
+                                      endText end: UnsafeBufferPointer<UInt8>, integerValue: Int64? = nil) -> PreparedEvent {
         let source = sample.source
         // Keys, punctuation, the id and two numbers fit in 320 bytes; each string in its bound.
         func bound(_ text: String?) -> Int { text.map { ByteCursor.jsonStringBound($0.utf8.count) } ?? 0 }
-        let capacity = 320 + bound(start) + bound(end) + bound(sample.type.rawValue) + bound(sample.unit) + bound(sample.user)
+        let capacity = 320 + ByteCursor.jsonStringBound(start.count) + ByteCursor.jsonStringBound(end.count) + bound(sample.type.rawValue) + bound(sample.unit) + bound(sample.user)
             + bound(source.name) + bound(source.bundle) + bound(source.device) + bound(source.version) + bound(sample.syncId)
             + bound(sample.zone)
         let body = ByteCursor.withScratch(capacity: capacity) { out in
@@ -140,7 +160,7 @@ extension PreparedEvent {
                 out.u8(UInt8(ascii: ":"))
             }
             out.u8(UInt8(ascii: "{"))
-            key("end", first: true); out.jsonString(end)
+            key("end", first: true); out.jsonString(utf8: end)
             key("id"); out.u8(UInt8(ascii: "\"")); out.lowercased(id); out.u8(UInt8(ascii: "\""))
             key("kind"); out.bytes("\"sample\"")
             key("source")
@@ -158,7 +178,7 @@ extension PreparedEvent {
             sourceField("name", source.name)
             sourceField("version", source.version)
             out.u8(UInt8(ascii: "}"))
-            key("start"); out.jsonString(start)
+            key("start"); out.jsonString(utf8: start)
             if let syncId = sample.syncId, let syncVersion = sample.syncVersion {
                 key("syncId"); out.jsonString(syncId)
                 key("syncVersion"); out.jsonInteger(syncVersion)
@@ -172,5 +192,25 @@ extension PreparedEvent {
             out.u8(UInt8(ascii: "}"))
         }
         return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: body)
+    }
+}
+
+/// Up to 32 bytes of text held inline, with no storage of its own: an RFC 3339 timestamp an
+/// import makes for every sample's start and end.
+public struct ShortText: Sendable {
+    public static let capacity = 32
+    public var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    public private(set) var count = 0
+
+    /// Fills the text with `write`, which gets room for `capacity` bytes and returns how many it
+    /// wrote.
+    public init(_ write: (UnsafeMutableBufferPointer<UInt8>) -> Int) {
+        count = withUnsafeMutableBytes(of: &storage) { write($0.assumingMemoryBound(to: UInt8.self)) }
+        precondition(count <= ShortText.capacity)
+    }
+
+    /// Calls `body` with the text's bytes.
+    public func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try withUnsafeBytes(of: storage) { try body(UnsafeBufferPointer(rebasing: $0.assumingMemoryBound(to: UInt8.self)[..<count])) }
     }
 }

@@ -105,8 +105,8 @@ public struct AppleHealthConverter: Sendable {
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
         let plainName = EventDecoder.isName
         guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite, value >= 0,
-              let (startText, start) = record.startDate.flatMap(AppleHealthConverter.exportDate),
-              let (endText, end) = record.endDate.flatMap(AppleHealthConverter.exportDate), end >= start,
+              let (startText, start) = record.startDate.flatMap(AppleHealthConverter.exportDateText),
+              let (endText, end) = record.endDate.flatMap(AppleHealthConverter.exportDateText), end >= start,
               let sourceName = record.sourceName, plainName(sourceName), plainName(user)
         else { return nil }
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
@@ -127,7 +127,8 @@ public struct AppleHealthConverter: Sendable {
         // twice in `unknownZones` (`--zone` is checked before an import starts).
         let zoneName = sampleZone(record)
         if let zoneName, zoneName == zone, !Zone.isValid(zoneName) { return nil }
-        let id = derivedID(record, start: (startText, start), end: (endText, end), valueText: valueText,
+        // Both dates are instants: the identity holds each as its microseconds, not its text.
+        let id = derivedID(record, start: ("", start), end: ("", end), valueText: valueText,
                            sourceName: sourceName, device: cleanedDevice)
         let sample = Sample(user: user, type: type, value: value, unit: unit, start: start, end: end, zone: zoneName,
                             source: SampleSource(name: sourceName, device: device, version: version),
@@ -306,21 +307,25 @@ public struct AppleHealthConverter: Sendable {
         return nil
     }
 
-    /// `rfc3339(text)` and the instant it names, nil when either is nil: the text is rewritten
-    /// once, and the instant read from the rewritten bytes (every record's start and end).
-    static func exportDate(_ text: String) -> (text: String, instant: Timestamp)? {
+    /// `rfc3339(text)` and the instant it names, nil when either is nil, with the text held
+    /// inline (no string is made of it: every record's start and end come here); nil also when
+    /// it is longer than a `ShortText` (only one already in RFC 3339 can be: `event(for:)` then
+    /// takes the record).
+    static func exportDateText(_ text: String) -> (ShortText, Timestamp)? {
         var text = text
-        let converted = text.withUTF8 { bytes -> (String, Timestamp)?? in
-            guard let layout = layout(of: bytes) else { return .none }
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
-                let written = UnsafeBufferPointer(rebasing: out[..<rewrite(bytes, as: layout, into: out)])
-                guard let instant = try? Timestamp.parseRFC3339(utf8: written).0 else { return .some(nil) }
-                return (String(decoding: written, as: UTF8.self), instant)
+        return text.withUTF8 { bytes -> (ShortText, Timestamp)? in
+            let layout = layout(of: bytes)
+            guard (layout?.count ?? bytes.count) <= ShortText.capacity else { return nil }
+            let short = ShortText { out in
+                guard let layout else {
+                    _ = out.initialize(from: bytes)
+                    return bytes.count
+                }
+                return rewrite(bytes, as: layout, into: out)
             }
+            guard let instant = short.withBytes({ try? Timestamp.parseRFC3339(utf8: $0).0 }) else { return nil }
+            return (short, instant)
         }
-        if let converted { return converted }
-        guard let instant = try? Timestamp.parseRFC3339(text).0 else { return nil }
-        return (text, instant)
     }
 
     /// The instant of an export's date (either layout `rfc3339` converts), read without making
