@@ -79,7 +79,9 @@ extension Commands {
             let owned = Owned(reader)
             var mappedBaseline = Environment.residentSharedBytes ?? 0
             do {
-                try Pipeline.run(depth: 4, produce: { emit in
+                // Four chunks may wait between the threads (two made a thread wait for the
+                // other now and then), two when the chunks are larger than the default.
+                try Pipeline.run(depth: batchSize <= 10_000 ? 4 : 2, produce: { emit in
                     let reader = owned.value
                     // A batch's list is made at its size: grown by doubling, it was copied a
                     // dozen times per batch.
@@ -88,6 +90,9 @@ extension Commands {
                     while let record = try reader.next() {
                         chunk.read += 1
                         if let (prepared, type) = try converter.preparedSample(for: record) {
+                            // By code: the summary names a type as HealthKit spells it (as it
+                            // did a look-alike spelling before, its counts merged by Swift's
+                            // string equality).
                             chunk.kept[Int(type.code)] += 1
                             chunk.lines.append(record.line)
                             chunk.events.append(prepared)

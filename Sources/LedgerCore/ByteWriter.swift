@@ -44,28 +44,36 @@ package struct ByteWriter {
 /// Writes bytes through a pointer into space sized up front (`withScratch`): what an encoder
 /// that runs for every event uses instead of `Array.append`, whose uniqueness and capacity
 /// checks on each call were a good part of making an import's canonical JSON and typed form.
-/// The caller reserves enough space: nothing is checked here.
+/// The caller sizes the space; a write past it traps (a size computed wrong must stop the
+/// process, never write over what lies beyond: an LMDB page's neighbours, or the heap).
 @frozen package struct ByteCursor {
     @usableFromInline let start: UnsafeMutablePointer<UInt8>
     @usableFromInline var next: UnsafeMutablePointer<UInt8>
+    @usableFromInline let end: UnsafeMutablePointer<UInt8>
 
-    @inlinable package init(_ start: UnsafeMutablePointer<UInt8>) {
+    /// A cursor over the `capacity` bytes from `start`.
+    @inlinable package init(_ start: UnsafeMutablePointer<UInt8>, capacity: Int) {
         self.start = start
         next = start
+        end = start + capacity
     }
 
     /// Bytes written so far.
     @inlinable package var count: Int { next - start }
 
+    @inlinable @inline(__always) mutating func claim(_ count: Int) -> UnsafeMutablePointer<UInt8> {
+        precondition(count <= end - next, "ByteCursor: a write past the space sized for it")
+        defer { next += count }
+        return next
+    }
+
     @inlinable @inline(__always) package mutating func u8(_ value: UInt8) {
-        next.pointee = value
-        next += 1
+        claim(1).initialize(to: value)
     }
 
     @inlinable @inline(__always) package mutating func bytes(_ value: UnsafeBufferPointer<UInt8>) {
         guard let base = value.baseAddress else { return }
-        next.update(from: base, count: value.count)
-        next += value.count
+        claim(value.count).initialize(from: base, count: value.count)
     }
 
     @inlinable package mutating func bytes(_ value: StaticString) {
@@ -78,13 +86,11 @@ package struct ByteWriter {
     }
 
     @inlinable @inline(__always) package mutating func u32(_ value: UInt32) {
-        UnsafeMutableRawPointer(next).storeBytes(of: value.bigEndian, as: UInt32.self)
-        next += 4
+        UnsafeMutableRawPointer(claim(4)).storeBytes(of: value.bigEndian, as: UInt32.self)
     }
 
     @inlinable @inline(__always) package mutating func u64(_ value: UInt64) {
-        UnsafeMutableRawPointer(next).storeBytes(of: value.bigEndian, as: UInt64.self)
-        next += 8
+        UnsafeMutableRawPointer(claim(8)).storeBytes(of: value.bigEndian, as: UInt64.self)
     }
 
     @inlinable package mutating func i64(_ value: Int64) { u64(UInt64(bitPattern: value)) }
@@ -108,9 +114,8 @@ package struct ByteWriter {
     /// small) and returns what it wrote as an array of exactly that size.
     @inlinable package static func withScratch(capacity: Int, _ body: (inout ByteCursor) -> Void) -> [UInt8] {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
-            var cursor = ByteCursor(scratch.baseAddress!)
+            var cursor = ByteCursor(scratch.baseAddress!, capacity: capacity)
             body(&cursor)
-            precondition(cursor.count <= capacity, "ByteCursor wrote past its space")
             return Array(UnsafeBufferPointer(start: scratch.baseAddress, count: cursor.count))
         }
     }
@@ -118,7 +123,7 @@ package struct ByteWriter {
     /// An array of exactly `count` bytes, all written by `body`.
     @inlinable package static func exactly(_ count: Int, _ body: (inout ByteCursor) -> Void) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
-            var cursor = ByteCursor(buffer.baseAddress!)
+            var cursor = ByteCursor(buffer.baseAddress!, capacity: count)
             body(&cursor)
             precondition(cursor.count == count, "ByteCursor wrote \(cursor.count) bytes, not \(count)")
             initialized = count

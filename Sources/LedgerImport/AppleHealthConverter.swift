@@ -99,8 +99,15 @@ public struct AppleHealthConverter: Sendable {
 
     /// The HealthKit type name the importer reads as `type`.
     public static func healthKitName(of type: QuantityType) -> String {
-        keptTypes.first { $0.value == type }!.key
+        healthKitNames[Int(type.code)]
     }
+
+    /// `keptTypes`' names by type code.
+    private static let healthKitNames: [String] = {
+        var names = Array(repeating: "", count: 1 + (QuantityType.allCases.map { Int($0.code) }.max() ?? 0))
+        for (name, type) in keptTypes { names[Int(type.code)] = name }
+        return names
+    }()
 
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
         let plainName = EventDecoder.isName
@@ -152,7 +159,7 @@ public struct AppleHealthConverter: Sendable {
             + size(end.text) + size(valueText) + size(record.unit) + size(sourceName) + size(record.sourceVersion)
             + size(device) + size(record.creationDate)
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
-            var identity = ByteCursor(scratch.baseAddress!)
+            var identity = ByteCursor(scratch.baseAddress!, capacity: capacity)
             AppleHealthConverter.identityPrefix.withUnsafeBufferPointer { identity.bytes($0) }
             func add(_ text: String) {
                 identity.u8(0)
@@ -180,7 +187,6 @@ public struct AppleHealthConverter: Sendable {
             } else {
                 add("")
             }
-            precondition(identity.count <= capacity)
             let bytes = UnsafeRawBufferPointer(start: scratch.baseAddress, count: identity.count)
             if idScheme >= 2, let startInstant = start.instant {
                 return UUID.derived(milliseconds: startInstant.microseconds.floorDivided(by: 1000).quotient, from: bytes)

@@ -296,11 +296,12 @@ public final class HealthExportReader {
         }
     }
 
-    /// The metadata key a `MetadataEntry`'s `key` attribute names, compared as bytes (a key
-    /// is read only after `&#38;` is decoded, as `string` decodes it, so a key holding one is
-    /// decoded first); nil for a key the importer does not read.
+    /// The metadata key a `MetadataEntry`'s `key` attribute names; nil for a key the importer
+    /// does not read. An ASCII key without `&` is compared as bytes; any other is made a string
+    /// and compared as the importer always compared keys (a key holding `&#38;` is decoded
+    /// first, and Swift's string equality takes a KELVIN SIGN for a K).
     private static func metadataKey(_ bytes: UnsafeBufferPointer<UInt8>) -> HealthRecord.MetadataKey? {
-        if bytes.contains(UInt8(ascii: "&")) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
+        if bytes.contains(where: { $0 == UInt8(ascii: "&") || $0 >= 0x80 }) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
         for key in HealthRecord.MetadataKey.allCases {
             var name = key.rawValue
             let same = name.withUTF8 { $0.count == bytes.count && memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }

@@ -256,9 +256,12 @@ extension EventLog {
             let body = event.body
             let idKey = event.id.bytes
             // The id goes in as the next seq's, unless it is there already: one search of the
-            // index where a look-up and an insert took two (taken out again below if the event
-            // is not appended after all; anything thrown aborts the transaction).
-            if let existing = try txn.insert(ids, idKey, (seq + 1).bigEndianBytes) {
+            // index where a look-up and an insert took two (anything thrown after it aborts the
+            // transaction). Not a sample with a sync version, which may turn out superseded and
+            // must then write nothing: its id is looked up, and put in once it is appended.
+            var versioned = false
+            if case .sample(let sample) = event.payload, sample.syncId != nil, sample.syncVersion != nil { versioned = true }
+            if let existing = versioned ? try txn.get(ids, idKey) : try txn.insert(ids, idKey, (seq + 1).bigEndianBytes) {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
@@ -299,7 +302,6 @@ extension EventLog {
             switch event.payload {
             case .sample(let sample):
                 guard try index(sample, at: position, in: txn) else {
-                    try txn.delete(ids, idKey)
                     result.superseded += 1
                     result.outcomes.append(.superseded)
                     return
@@ -311,6 +313,7 @@ extension EventLog {
             }
 
             seq += 1
+            if versioned { try txn.put(ids, idKey, seq.bigEndianBytes) }
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, event.typed)
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)

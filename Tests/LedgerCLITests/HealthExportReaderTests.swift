@@ -152,6 +152,24 @@ struct HealthExportReaderTests {
         #expect(legacy.line == 13)
     }
 
+    @Test("a metadata key spelled with a look-alike character is read as Swift's string equality reads it, as before its keys were compared as bytes")
+    func lookAlikeMetadataKey() throws {
+        // U+212A KELVIN SIGN is canonically equivalent to K: the importer always took this key
+        // for HKTimeZone (a review found the byte comparison had stopped doing so).
+        let path = try write("""
+        <?xml version="1.0" encoding="UTF-8"?>
+        <HealthData locale="en_US">
+         <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" value="5">
+          <MetadataEntry key="H&#x212A;TimeZone" value="Asia/Tokyo"/>
+          <MetadataEntry key="HKMetadataKeySyncIdentifier" value="s-1"/>
+         </Record>
+        </HealthData>
+        """)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let record = try #require(try readAll(path).first)
+        #expect(record.metadata == ["HKTimeZone": "Asia/Tokyo", "HKMetadataKeySyncIdentifier": "s-1"])
+    }
+
     @Test("after a DOCTYPE of many lines, records and breaks keep the file's line numbers")
     func linesAfterDoctype() throws {
         let path = try write("""
