@@ -86,7 +86,7 @@ extension StateStore {
     /// `count` bytes).
     func put(_ table: StateTable, _ key: [UInt8], count: Int, cursor write: (inout ByteCursor) -> Void) throws {
         try put(table, key, count: count) { (out: UnsafeMutableRawBufferPointer) in
-            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: count)
             write(&cursor)
             precondition(cursor.count == count, "wrote \(cursor.count) bytes of \(count)")
         }
