@@ -109,13 +109,18 @@ func spawnMeasured(_ words: [String], outPath: String, actions: UnsafePointer<po
 /// Runs `ledger` and `peer` alternately `times` times (so a slow spell of the machine falls
 /// on both) and gives each one's median run: single runs of the same command differ by 10-30 %
 /// here, and a ratio of two single runs moved from 6× to 9× between runs of one build.
-/// Peak RSS is the largest of the runs. `prepare` runs before each run (fresh databases).
+/// Peak RSS is the largest of the runs. `prepare` runs before each pair of runs (fresh
+/// databases), and each run starts after `sync(2)`: without it, a run began while the kernel
+/// was still writing back the files of the run before it and the one it deleted, and the same
+/// import took 1.45–2.04 s in three runs of one table (1.29–1.45 s in five with it).
 func alternate(_ times: Int, prepare: () -> Void = {}, ledger: () -> Measured, peer: () -> Measured)
     -> (ledger: Measured, peer: Measured, spread: String) {
     var ledgerRuns: [Measured] = [], peerRuns: [Measured] = []
     for _ in 0..<times {
         prepare()
+        sync()
         ledgerRuns.append(ledger())
+        sync()
         peerRuns.append(peer())
     }
     func median(_ runs: [Measured]) -> Measured {
