@@ -641,6 +641,12 @@ struct ImportTests {
             record { $0.endDate = "2024-03-01 09:00:00 +0100" },             // ends before it starts
             record { $0.startDate = "2024-02-30 10:00:00 +0100" },           // no such day
             record { $0.startDate = "20141018163235+0100"; $0.endDate = "20141018163735+0100" },  // iOS 8
+            // Dates already in RFC 3339: short, at ShortText's 32 bytes, and past them (which
+            // the direct path leaves to the JSON path), alone or beside an export date.
+            record { $0.startDate = "2024-03-01T10:00:00Z"; $0.endDate = "2024-03-01T10:05:00Z" },
+            record { $0.startDate = "2024-03-01T10:00:00.123456+01:00"; $0.endDate = "2024-03-01T10:05:00.123456+01:00" },
+            record { $0.startDate = "2024-03-01T10:00:00.1234567+01:00"; $0.endDate = "2024-03-01T10:05:00.1234567+01:00" },
+            record { $0.endDate = "2024-03-01T10:05:00.123456789012+01:00" },
             record { $0.sourceName = "tab\there" },
             record { $0.sourceName = "" },
             record { $0.sourceName = String(repeating: "x", count: 1025) },
