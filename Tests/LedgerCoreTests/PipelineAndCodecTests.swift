@@ -126,6 +126,19 @@ struct ByteCursorTests {
         }
     }
 
+    @Test("a write past the space sized for it stops the process rather than write beyond it")
+    func pastTheEnd() async {
+        await #expect(processExitsWith: .failure) {
+            _ = ByteCursor.withScratch(capacity: 3) { out in
+                out.u8(1)
+                out.u32(2)  // 5 bytes in 3
+            }
+        }
+        await #expect(processExitsWith: .failure) {
+            _ = ByteCursor.exactly(4) { $0.string("four") }  // 8 bytes in 4
+        }
+    }
+
     @Test("exactly(n) holds what was written, and the fixed-width fields are big-endian")
     func fields() {
         let bytes = ByteCursor.exactly(4 + 8 + 1 + 4 + 3) { out in
