@@ -252,7 +252,7 @@ public struct AppleHealthConverter: Sendable {
         guard let sourceName = record.sourceName, !sourceName.isEmpty else { throw invalid("'sourceName' is missing") }
         var source: [String: JSONValue] = ["name": .string(sourceName)]
         if let version = record.sourceVersion, !version.isEmpty { source["version"] = .string(version) }
-        if let device = record.device.map { AppleHealthConverter.cleanDevice($0) }, !device.isEmpty { source["device"] = .string(device) }
+        if let device = record.device.map({ AppleHealthConverter.cleanDevice($0) }), !device.isEmpty { source["device"] = .string(device) }
         var object: [String: JSONValue] = [
             "kind": .string("sample"), "user": .string(user), "type": .string(record.type),
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
