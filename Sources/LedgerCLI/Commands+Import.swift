@@ -260,7 +260,7 @@ struct ImportChunk: Sendable {
     var read = 0
     /// Records of each kept type, at its code: counted so rather than by name (a name's
     /// count compares it with the last, and types alternate in an export).
-    var kept = Array(repeating: 0, count: 1 + (QuantityType.allCases.map { Int($0.code) }.max() ?? 0))
+    var kept = Array(repeating: 0, count: QuantityType.codeLimit)
     var skipped = TypeCounts()
     var progress: (read: Int64, total: Int64) = (0, 0)
 

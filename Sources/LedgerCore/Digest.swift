@@ -23,15 +23,6 @@ public enum Digest {
         return out
     }
 
-    /// SHA-256 of the concatenation of byte ranges read in place.
-    public static func sha256(buffers: [UnsafeRawBufferPointer]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: byteCount)
-        out.withUnsafeMutableBytes { digest in
-            sha256(into: digest) { update in buffers.forEach(update) }
-        }
-        return out
-    }
-
     /// The one place the ledger hashes: `feed` hands every range to hash to the function it is
     /// given, in order, and the 32-byte digest is written to `digest`.
     public static func sha256(into digest: UnsafeMutableRawBufferPointer,
@@ -184,27 +175,18 @@ extension UUID {
 
     /// Lower-case canonical text, as stored in the log.
     public var lowercased: String {
-        var out: [UInt8] = []
-        out.reserveCapacity(36)
-        writeLowercased(to: &out)
-        return String(decoding: out, as: UTF8.self)
+        String(decoding: ByteCursor.exactly(36) { $0.lowercased(self) }, as: UTF8.self)
     }
 
     /// Appends the lower-case canonical text to `out` (no string made on the way).
     public func writeLowercased(to out: inout [UInt8]) {
-        withUnsafeBytes(of: uuid) { bytes in
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 { out.append(UInt8(ascii: "-")) }
-                let byte = bytes[index]
-                out.append(hexDigit(byte >> 4))
-                out.append(hexDigit(byte & 15))
-            }
-        }
+        out.append(contentsOf: ByteCursor.exactly(36) { $0.lowercased(self) })
     }
 }
 
 extension ByteCursor {
-    /// `UUID.writeLowercased`, through the cursor: 36 bytes.
+    /// A UUID's lower-case canonical text, 36 bytes (what `UUID.lowercased` and
+    /// `writeLowercased` give).
     package mutating func lowercased(_ id: UUID) {
         withUnsafeBytes(of: id.uuid) { bytes in
             for index in 0..<16 {

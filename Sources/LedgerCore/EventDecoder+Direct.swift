@@ -134,13 +134,7 @@ extension PreparedEvent {
     /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date
     /// into RFC 3339 without making a string of it).
     public static func checkedSample(id: UUID, _ sample: Sample, start: ShortText, end: ShortText) -> PreparedEvent {
-        withUnsafeBytes(of: start.storage) { startBytes in
-            withUnsafeBytes(of: end.storage) { endBytes in
-                checkedSample(id: id, sample,
-                              startText: UnsafeBufferPointer(rebasing: startBytes.assumingMemoryBound(to: UInt8.self)[..<start.count]),
-                              endText: UnsafeBufferPointer(rebasing: endBytes.assumingMemoryBound(to: UInt8.self)[..<end.count]))
-            }
-        }
+        start.withBytes { start in end.withBytes { end in checkedSample(id: id, sample, startText: start, endText: end) } }
     }
 
     private static func checkedSample(id: UUID, _ sample: Sample, startText start: UnsafeBufferPointer<UInt8>,
@@ -199,7 +193,7 @@ extension PreparedEvent {
 /// import makes for every sample's start and end.
 public struct ShortText: Sendable {
     public static let capacity = 32
-    public var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+    private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
     public private(set) var count = 0
 
     /// Fills the text with `write`, which gets room for `capacity` bytes and returns how many it

@@ -274,12 +274,13 @@ extension JSONValue {
     /// Writes a finite number; integral values below 2^53 are written without a fraction,
     /// so `100` and `100.0` are the same content.
     public static func writeNumber(_ value: Double, to out: inout [UInt8]) {
+        out.append(contentsOf: numberText(value).utf8)
+    }
+
+    /// `writeNumber`'s text.
+    static func numberText(_ value: Double) -> String {
         precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
-            out.append(contentsOf: String(Int64(value)).utf8)
-        } else {
-            out.append(contentsOf: value.description.utf8)
-        }
+        return value == value.rounded() && abs(value) < 9_007_199_254_740_992 ? String(Int64(value)) : value.description
     }
 
     public static func writeString(_ value: String, to out: inout [UInt8]) {
@@ -289,32 +290,19 @@ extension JSONValue {
 
     /// `writeString` for text already in UTF-8 bytes.
     public static func writeString(utf8 bytes: UnsafeBufferPointer<UInt8>, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
         // Most strings need no escaping: copy them whole.
-        var clean = true
-        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            clean = false
-            break
-        }
-        if clean {
+        if needsNoEscape(bytes) {
+            out.append(UInt8(ascii: "\""))
             out.append(contentsOf: bytes)
             out.append(UInt8(ascii: "\""))
-            return
+        } else {
+            out.append(contentsOf: ByteCursor.withScratch(capacity: ByteCursor.jsonStringBound(bytes.count)) { $0.jsonString(utf8: bytes) })
         }
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(92); out.append(34)
-            case UInt8(ascii: "\\"): out.append(92); out.append(92)
-            case 0x0A: out.append(92); out.append(UInt8(ascii: "n"))
-            case 0x0D: out.append(92); out.append(UInt8(ascii: "r"))
-            case 0x09: out.append(92); out.append(UInt8(ascii: "t"))
-            case 0..<0x20:
-                out.append(contentsOf: [92, UInt8(ascii: "u"), 48, 48, hexDigit(byte >> 4), hexDigit(byte & 15)])
-            default:
-                out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether `bytes` go into a JSON string as they are: no control character, `"` or `\\`.
+    static func needsNoEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
     }
 }
 
@@ -329,14 +317,11 @@ extension ByteCursor {
         value.withUTF8 { jsonString(utf8: $0) }
     }
 
+    /// The one place JSON strings are escaped (`JSONValue.writeString` comes here for any
+    /// string that needs it).
     package mutating func jsonString(utf8 bytes: UnsafeBufferPointer<UInt8>) {
         u8(UInt8(ascii: "\""))
-        var clean = true
-        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-            clean = false
-            break
-        }
-        if clean {
+        if JSONValue.needsNoEscape(bytes) {
             self.bytes(bytes)
             u8(UInt8(ascii: "\""))
             return
@@ -362,12 +347,7 @@ extension ByteCursor {
 
     /// `JSONValue.writeNumber`, through the cursor.
     package mutating func jsonNumber(_ value: Double) {
-        precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
-        if value == value.rounded(), abs(value) < 9_007_199_254_740_992 {
-            jsonInteger(Int64(value))
-        } else {
-            utf8(value.description)
-        }
+        utf8(JSONValue.numberText(value))
     }
 
     /// An integer as `JSONValue.int` writes it.

@@ -59,6 +59,9 @@ public enum QuantityType: String, Sendable, Hashable, Codable, CaseIterable, Com
         }
     }
 
+    /// One more than the largest `code`: the size of a table indexed by code.
+    public static let codeLimit = Int(allCases.map(\.code).max()!) + 1
+
     public init?(code: UInt8) {
         switch code {
         case 1: self = .steps

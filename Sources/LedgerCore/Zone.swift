@@ -48,19 +48,29 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
     /// more than the rest of checking a sample, and inputs name a handful of zones. At most
     /// 4,096 names are remembered (hostile input may name many). Non-ASCII names are refused
     /// before the lookup, as `init` refuses them, because String keys compare by canonical
-    /// equivalence.
+    /// equivalence. The last name asked for is compared first, without hashing: an import
+    /// asks for one sample's zone after another, nearly always the same.
     public static func named(_ text: String) -> Zone? {
         guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
-        if let remembered = known.withLock({ $0[text] }) { return remembered }
+        let remembered = known.withLock { memory -> Zone?? in
+            if let last = memory.last, last.name.utf8.elementsEqual(text.utf8) { return .some(last.zone) }
+            guard let zone = memory.names[text] else { return .none }
+            memory.last = (text, zone)
+            return .some(zone)
+        }
+        if let remembered { return remembered }
         let zone = Zone(text)
-        known.withLock { if $0.count < 4096 { $0[text] = zone } }
+        known.withLock { memory in
+            if memory.names.count < 4096 { memory.names[text] = zone }
+            memory.last = (text, zone)
+        }
         return zone
     }
 
     /// Whether `Zone(text)` succeeds (through `named`'s memory).
     public static func isValid(_ text: String) -> Bool { named(text) != nil }
 
-    private static let known = Mutex<[String: Zone?]>([:])
+    private static let known = Mutex<(names: [String: Zone?], last: (name: String, zone: Zone?)?)>(([:], nil))
 
     static func looksLikeIANAName(_ text: String) -> Bool {
         if text == "UTC" || text == "GMT" { return true }

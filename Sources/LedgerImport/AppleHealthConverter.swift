@@ -33,21 +33,12 @@ public struct AppleHealthConverter: Sendable {
     public let unknownZones = Tally()
 
     /// What the converter remembers from record to record (the reading thread's alone, behind
-    /// a lock all the same): the last zone name checked, and the last few cleaned device
-    /// strings, by the bytes they come from. Records repeat both, and the zone database's
-    /// look-up and a device string made per record were a tenth of the conversion.
+    /// a lock all the same): the last few cleaned device strings, by the bytes they come from.
+    /// Records repeat them, and a device string made per record was a part of the conversion.
     private let memo = Memo()
 
     final class Memo: Sendable {
-        private let lastZone = Mutex<(name: String, valid: Bool)?>(nil)
         private let devices = Mutex(RecentStrings())
-
-        func isValidZone(_ name: String) -> Bool {
-            if let last = lastZone.withLock({ $0 }), last.name.utf8.elementsEqual(name.utf8) { return last.valid }
-            let valid = Zone.isValid(name)
-            lastZone.withLock { $0 = (name, valid) }
-            return valid
-        }
 
         /// `make(bytes)`, or the string made last time from the same bytes.
         func device(_ bytes: UnsafeBufferPointer<UInt8>, _ make: (UnsafeBufferPointer<UInt8>) -> String) -> String {
@@ -104,7 +95,7 @@ public struct AppleHealthConverter: Sendable {
 
     /// `keptTypes`' names by type code.
     private static let healthKitNames: [String] = {
-        var names = Array(repeating: "", count: 1 + (QuantityType.allCases.map { Int($0.code) }.max() ?? 0))
+        var names = Array(repeating: "", count: QuantityType.codeLimit)
         for (name, type) in keptTypes { names[Int(type.code)] = name }
         return names
     }()
@@ -225,7 +216,7 @@ public struct AppleHealthConverter: Sendable {
     /// `unknownZones`.
     private func sampleZone(_ record: HealthRecord) -> String? {
         guard let recorded = record.metadata(.timeZone) else { return zone }
-        if memo.isValidZone(recorded) { return recorded }
+        if Zone.isValid(recorded) { return recorded }
         unknownZones.add()
         return zone
     }

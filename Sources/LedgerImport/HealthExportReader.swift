@@ -13,7 +13,7 @@ public struct HealthRecord: Sendable, Equatable {
     public var startDate: String?
     public var endDate: String?
     public var creationDate: String?
-    /// `MetadataEntry` children by key, of the keys the importer reads (`readKeys`).
+    /// `MetadataEntry` children by key, of the keys the importer reads (`MetadataKey`).
     public var metadata: [String: String] {
         get {
             var entries: [String: String] = [:]
@@ -40,8 +40,6 @@ public struct HealthRecord: Sendable, Equatable {
         case syncVersion = "HKMetadataKeySyncVersion"
     }
 
-    static var readKeys: [String] { MetadataKey.allCases.map(\.rawValue) }
-
     /// The value of the `MetadataEntry` with `key`, if any (the last one, when given twice).
     public func metadata(_ key: String) -> String? {
         MetadataKey(rawValue: key).flatMap(metadata)
@@ -62,11 +60,6 @@ public struct HealthRecord: Sendable, Equatable {
         case .syncIdentifier: syncIdentifier = value
         case .syncVersion: syncVersion = value
         }
-    }
-
-    mutating func addMetadata(key: String, value: String) {
-        guard let key = MetadataKey(rawValue: key) else { return }
-        setMetadata(key, value)
     }
 
     /// An empty record, to move records in and out of lists with (`swap`) without copying.
@@ -302,12 +295,7 @@ public final class HealthExportReader {
     /// first, and Swift's string equality takes a KELVIN SIGN for a K).
     private static func metadataKey(_ bytes: UnsafeBufferPointer<UInt8>) -> HealthRecord.MetadataKey? {
         if bytes.contains(where: { $0 == UInt8(ascii: "&") || $0 >= 0x80 }) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
-        for key in HealthRecord.MetadataKey.allCases {
-            var name = key.rawValue
-            let same = name.withUTF8 { $0.count == bytes.count && memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
-            if same { return key }
-        }
-        return nil
+        return HealthRecord.MetadataKey.allCases.first { $0.rawValue.utf8.elementsEqual(bytes) }
     }
 
     fileprivate func end(_ name: UnsafePointer<xmlChar>) {

@@ -16,25 +16,31 @@ struct SampleState: Equatable {
     var unit: String
 
     var encoded: [UInt8] {
-        [status.rawValue, type.code]
-            + UInt64(bitPattern: start.microseconds).bigEndianBytes
-            + UInt64(bitPattern: end.microseconds).bigEndianBytes
-            + Array(unit.utf8)
+        [UInt8](unsafeUninitializedCapacity: encodedCount) { buffer, initialized in
+            write(into: UnsafeMutableRawBufferPointer(buffer))
+            initialized = encodedCount
+        }
+    }
+
+    /// The size of `encoded`.
+    var encodedCount: Int { 18 + unit.utf8.count }
+
+    /// Writes `encoded`'s bytes into `out` (`encodedCount` of them).
+    func write(into out: UnsafeMutableRawBufferPointer) {
+        precondition(out.count == encodedCount)
+        out[0] = status.rawValue
+        out[1] = type.code
+        out.storeBytes(of: UInt64(bitPattern: start.microseconds).bigEndian, toByteOffset: 2, as: UInt64.self)
+        out.storeBytes(of: UInt64(bitPattern: end.microseconds).bigEndian, toByteOffset: 10, as: UInt64.self)
+        var unit = unit
+        unit.withUTF8 { UnsafeMutableRawBufferPointer(rebasing: out[18...]).copyMemory(from: UnsafeRawBufferPointer($0)) }
     }
 
     /// Stores the state of `sample`, just admitted, under `position` in `db` (at the end of
-    /// it), written in place in the map: `encoded` of an active state, without its arrays.
+    /// it), written in place in the map.
     static func putActive(_ sample: Sample, at position: [UInt8], in txn: Transaction, _ db: Database) throws {
-        var unit = sample.unit
-        try unit.withUTF8 { unit in
-            try txn.putReserved(db, position, count: 18 + unit.count, append: true) { out in
-                out[0] = Status.active.rawValue
-                out[1] = sample.type.code
-                out.storeBytes(of: UInt64(bitPattern: sample.start.microseconds).bigEndian, toByteOffset: 2, as: UInt64.self)
-                out.storeBytes(of: UInt64(bitPattern: sample.end.microseconds).bigEndian, toByteOffset: 10, as: UInt64.self)
-                UnsafeMutableRawBufferPointer(rebasing: out[18...]).copyMemory(from: UnsafeRawBufferPointer(unit))
-            }
-        }
+        let state = SampleState(status: .active, type: sample.type, start: sample.start, end: sample.end, unit: sample.unit)
+        try txn.putReserved(db, position, count: state.encodedCount, append: true) { state.write(into: $0) }
     }
 
     init(status: Status, type: QuantityType, start: Timestamp, end: Timestamp, unit: String) {

@@ -16,19 +16,13 @@ struct LMDBStateStore: StateStore {
     }
 
     func put(_ table: StateTable, _ key: [UInt8], _ value: [UInt8]) throws {
-        if table == .samples {
-            // Keyed by seq: a new sample's key is the largest, and LMDB's append mode then
-            // skips the search and fills pages densely. An amendment rewrites an older key.
-            do {
-                return try txn.put(database(table), key, value, append: true)
-            } catch LMDBError.keyExists {}
-        }
-        try txn.put(database(table), key, value)
+        try value.withUnsafeBytes { value in try put(table, key, count: value.count) { $0.copyMemory(from: value) } }
     }
 
     func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
         if table == .samples {
-            // As `put` (append mode first), written in place in the map.
+            // Keyed by seq: a new sample's key is the largest, and LMDB's append mode then
+            // skips the search and fills pages densely. An amendment rewrites an older key.
             do {
                 return try txn.putReserved(database(table), key, count: count, append: true, fill)
             } catch LMDBError.keyExists {}

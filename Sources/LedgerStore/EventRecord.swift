@@ -90,18 +90,11 @@ public struct EventRecord: Sendable, Equatable {
         typed.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[(headerSize + 4 + body.count)...]).copyMemory(from: $0) }
         let stored = UnsafeRawBufferPointer(out)
         previousHash.withUnsafeMutableBytes { chain in
-            withUnsafeBytes(of: seq.bigEndian) { seq in
-                Digest.sha256(into: UnsafeMutableRawBufferPointer(rebasing: out[2..<34])) { update in
-                    update(UnsafeRawBufferPointer(chain))
-                    update(seq)
-                    update(UnsafeRawBufferPointer(rebasing: stored[1..<2]))
-                    update(UnsafeRawBufferPointer(rebasing: stored[34...]))
-                }
-            }
+            chainHash(previous: UnsafeRawBufferPointer(chain), seq: seq, stored: stored,
+                      into: UnsafeMutableRawBufferPointer(rebasing: out[2..<34]))
             chain.copyMemory(from: UnsafeRawBufferPointer(rebasing: stored[2..<34]))
         }
     }
-
 
     /// SHA-256 of `previous` ‖ `seq` ‖ every byte of the record but the format and the hash.
     public func chainHash(previous: [UInt8]) -> [UInt8] {
@@ -115,10 +108,24 @@ public struct EventRecord: Sendable, Equatable {
     }
 
     static func chainHash(previous: [UInt8], seq: UInt64, stored record: UnsafeRawBufferPointer) -> [UInt8] {
+        var hash = [UInt8](repeating: 0, count: 32)
         previous.withUnsafeBytes { previous in
-            withUnsafeBytes(of: seq.bigEndian) { seq in
-                Digest.sha256(buffers: [previous, seq, UnsafeRawBufferPointer(rebasing: record[1..<2]),
-                                        UnsafeRawBufferPointer(rebasing: record[34...])])
+            hash.withUnsafeMutableBytes { chainHash(previous: previous, seq: seq, stored: record, into: $0) }
+        }
+        return hash
+    }
+
+    /// The one definition of what the chain hash covers: SHA-256 of `previous` ‖ `seq` ‖ the
+    /// record's flags (byte 1) ‖ its bytes from 34 on, written to `digest`. `digest` may lie
+    /// in the record's own hash field (bytes 2..<34), which is not hashed.
+    static func chainHash(previous: UnsafeRawBufferPointer, seq: UInt64, stored record: UnsafeRawBufferPointer,
+                          into digest: UnsafeMutableRawBufferPointer) {
+        withUnsafeBytes(of: seq.bigEndian) { seq in
+            Digest.sha256(into: digest) { update in
+                update(previous)
+                update(seq)
+                update(UnsafeRawBufferPointer(rebasing: record[1..<2]))
+                update(UnsafeRawBufferPointer(rebasing: record[34...]))
             }
         }
     }
