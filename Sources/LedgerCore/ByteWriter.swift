@@ -106,6 +106,29 @@ package struct ByteWriter {
         }
     }
 
+    /// `String(value)`'s bytes, without the string: the digits are written backwards into
+    /// space claimed once (a byte at a time, each write checked, was 3 % of an import's
+    /// reading thread, which writes three instants per record into its id).
+    package mutating func decimal(_ value: Int64) {
+        var magnitude = value.magnitude
+        var digits = 1
+        var bound: UInt64 = 10
+        while digits < 20, magnitude >= bound {
+            digits += 1
+            bound = bound &* 10
+        }
+        let sign = value < 0 ? 1 : 0
+        let out = claim(sign + digits)
+        if sign == 1 { out.initialize(to: UInt8(ascii: "-")) }
+        var index = sign + digits
+        repeat {
+            index -= 1
+            let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
+            (out + index).initialize(to: UInt8(truncatingIfNeeded: 48 &+ remainder))
+            magnitude = quotient
+        } while index > sign
+    }
+
     @inlinable package mutating func uuid(_ value: UUID) {
         withUnsafeBytes(of: value.uuid) { bytes($0.assumingMemoryBound(to: UInt8.self)) }
     }

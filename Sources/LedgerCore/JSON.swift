@@ -279,8 +279,14 @@ extension JSONValue {
 
     /// `writeNumber`'s text.
     static func numberText(_ value: Double) -> String {
+        isWhole(value) ? String(Int64(value)) : value.description
+    }
+
+    /// Whether `writeNumber` writes `value` as an integer: a whole number that a double holds
+    /// exactly.
+    static func isWhole(_ value: Double) -> Bool {
         precondition(value.isFinite, "JSON cannot hold \(value); validation must reject it first")
-        return value == value.rounded() && abs(value) < 9_007_199_254_740_992 ? String(Int64(value)) : value.description
+        return value == value.rounded() && abs(value) < 9_007_199_254_740_992
     }
 
     public static func writeString(_ value: String, to out: inout [UInt8]) {
@@ -346,12 +352,13 @@ extension ByteCursor {
     package static let jsonNumberBound = 40
 
     /// `JSONValue.writeNumber`, through the cursor.
+    /// A whole number's digits are written without a string in between.
     package mutating func jsonNumber(_ value: Double) {
-        utf8(JSONValue.numberText(value))
+        if JSONValue.isWhole(value) { decimal(Int64(value)) } else { utf8(value.description) }
     }
 
     /// An integer as `JSONValue.int` writes it.
     package mutating func jsonInteger(_ value: Int64) {
-        utf8(String(value))
+        decimal(value)
     }
 }

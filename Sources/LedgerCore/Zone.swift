@@ -53,24 +53,44 @@ public struct Zone: Sendable, Hashable, CustomStringConvertible {
     public static func named(_ text: String) -> Zone? {
         guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return nil }
         let remembered = known.withLock { memory -> Zone?? in
-            if let last = memory.last, last.name.utf8.elementsEqual(text.utf8) { return .some(last.zone) }
+            if memory.lastName == text { return .some(memory.lastZone) }
             guard let zone = memory.names[text] else { return .none }
-            memory.last = (text, zone)
+            memory.remember(text, zone)
             return .some(zone)
         }
         if let remembered { return remembered }
         let zone = Zone(text)
         known.withLock { memory in
             if memory.names.count < 4096 { memory.names[text] = zone }
-            memory.last = (text, zone)
+            memory.remember(text, zone)
         }
         return zone
     }
 
-    /// Whether `Zone(text)` succeeds (through `named`'s memory).
-    public static func isValid(_ text: String) -> Bool { named(text) != nil }
+    /// Whether `Zone(text)` succeeds (through `named`'s memory). The last name asked for is
+    /// answered without copying its zone (an import asks this of every sample).
+    public static func isValid(_ text: String) -> Bool {
+        guard text.utf8.allSatisfy({ $0 < 0x80 }) else { return false }
+        if let valid = known.withLock({ $0.lastName == text ? $0.lastZone != nil : nil }) { return valid }
+        return named(text) != nil
+    }
 
-    private static let known = Mutex<(names: [String: Zone?], last: (name: String, zone: Zone?)?)>(([:], nil))
+    /// The names looked up so far, and the last one. Its fields are read in place: a tuple
+    /// of the last name and zone, copied out on every lookup, cost more than the lookup.
+    /// Only ASCII names get here, so `==` is a comparison of bytes.
+    private struct Memory: Sendable {
+        var names: [String: Zone?] = [:]
+        /// Empty until a name is looked up (no zone is named "").
+        var lastName = ""
+        var lastZone: Zone?
+
+        mutating func remember(_ name: String, _ zone: Zone?) {
+            lastName = name
+            lastZone = zone
+        }
+    }
+
+    private static let known = Mutex(Memory())
 
     static func looksLikeIANAName(_ text: String) -> Bool {
         if text == "UTC" || text == "GMT" { return true }

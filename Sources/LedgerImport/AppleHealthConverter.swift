@@ -160,7 +160,7 @@ public struct AppleHealthConverter: Sendable {
             func add(_ date: (text: String, instant: Timestamp?)) {
                 guard let instant = date.instant else { return add(date.text) }
                 identity.u8(0)
-                AppleHealthConverter.appendDecimal(instant.microseconds, to: &identity)
+                identity.decimal(instant.microseconds)
             }
             add(user)
             add(record.type)
@@ -183,22 +183,6 @@ public struct AppleHealthConverter: Sendable {
                 return UUID.derived(milliseconds: startInstant.microseconds.floorDivided(by: 1000).quotient, from: bytes)
             }
             return UUID.derived(from: bytes)
-        }
-    }
-
-    /// `String(value)`'s bytes, without the string (16 digits would not fit a small one).
-    static func appendDecimal(_ value: Int64, to out: inout ByteCursor) {
-        if value < 0 { out.u8(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes for at most 19 digits, written backwards
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            repeat {
-                buffer[count] = UInt8(48 + magnitude % 10)
-                magnitude /= 10
-                count += 1
-            } while magnitude > 0
-            for index in stride(from: count - 1, through: 0, by: -1) { out.u8(buffer[index]) }
         }
     }
 

@@ -887,7 +887,7 @@ struct ExportDateTests {
         }
     }
 
-    @Test("appendDecimal writes String(value)'s bytes")
+    @Test("ByteCursor.decimal writes String(value)'s bytes")
     func decimal() {
         var values: [Int64] = [0, 1, -1, 9, 10, -10, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
                                -62_135_596_800_000_000, .max, .min, .max - 1, .min + 1]
@@ -896,7 +896,7 @@ struct ExportDateTests {
         for value in values {
             let out = ByteCursor.withScratch(capacity: 32) { cursor in
                 cursor.u8(7)
-                AppleHealthConverter.appendDecimal(value, to: &cursor)
+                cursor.decimal(value)
             }
             #expect(out == [7] + Array(String(value).utf8), "\(value)")
         }

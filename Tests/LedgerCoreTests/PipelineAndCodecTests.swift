@@ -124,6 +124,12 @@ struct ByteCursorTests {
             JSONValue.writeNumber(number, to: &expectedNumber)
             #expect(ByteCursor.withScratch(capacity: ByteCursor.jsonNumberBound) { $0.jsonNumber(number) } == expectedNumber)
         }
+        // Either side of the largest whole number written as an integer, and signed zeros.
+        for number in [9_007_199_254_740_991, -9_007_199_254_740_991, 9_007_199_254_740_992, -9_007_199_254_740_992, 0, -0.0, 1e15, 4.5e15 + 0.5] as [Double] {
+            var expected: [UInt8] = []
+            JSONValue.writeNumber(number, to: &expected)
+            #expect(ByteCursor.withScratch(capacity: ByteCursor.jsonNumberBound) { $0.jsonNumber(number) } == expected, "\(number)")
+        }
     }
 
     @Test("a write past the space sized for it stops the process rather than write beyond it")
