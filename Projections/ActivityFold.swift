@@ -210,11 +210,10 @@ public final class ActivityFold {
         if users[userID]!.sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
             dirtyUsers.insert(userID)
         }
-        let record = SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
-                                  value: sample.value, unit: sample.unit, start: sample.start,
-                                  end: sample.end, zone: sample.zone, days: [])
         let position = StateKey.position(seq)
-        try place(record, at: position, cause: cause)
+        try place(SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
+                               value: sample.value, unit: sample.unit, start: sample.start,
+                               end: sample.end, zone: sample.zone, days: []), at: position, cause: cause)
         if sample.zone == nil {
             try store.put(.userSamples, StateKey.userPosition(userID, position), [])
         }
@@ -222,9 +221,8 @@ public final class ActivityFold {
 
     /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores
     /// it under its seq (`position`). Its user's state is in `users` (read there in place: a
-    /// copy of it retains every name and list it holds).
-    private func place(_ record: SampleRecord, at position: [UInt8], cause: Cause) throws {
-        var record = record
+    /// copy of it retains every name and list it holds). The record is moved in, not copied.
+    private func place(_ record: consuming SampleRecord, at position: [UInt8], cause: Cause) throws {
         let zoneName = record.zone ?? users[record.user]!.zone ?? context.defaultZone.name
         if !users[record.user]!.zones.contains(zoneName) {
             users[record.user]!.zones.append(zoneName)
@@ -247,10 +245,10 @@ public final class ActivityFold {
             markDirty(key, cause)
         }
         try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
-        // Read through a pointer: a closure capturing the record copied it (its strings retained).
-        try withUnsafePointer(to: &record) { record in
-            try store.put(.samples, position, count: record.pointee.encodedCount, cursor: { record.pointee.encode(into: &$0) })
-        }
+        // Moved into the closure: one that captured it, or read it through a pointer, copied it
+        // (its strings retained).
+        let count = record.encodedCount
+        try store.put(.samples, position, count: count, cursor: { [record = consume record] in record.encode(into: &$0) })
     }
 
     /// Takes the sample stored under `position` out of its days' buckets and forgets it.
@@ -330,7 +328,7 @@ public final class ActivityFold {
                 guard let bytes = try store.get(.samples, position) else { continue }
                 let record = try SampleRecord(decoding: bytes)
                 try unplace(record, cause: cause)
-                try place(record, at: position, cause: cause)
+                try place(consume record, at: position, cause: cause)
             }
         }
     }

@@ -6,7 +6,7 @@ public enum EventKind: String, Sendable, Hashable, Codable, CaseIterable {
 
     /// Its place among the cases: hashed and compared instead of the raw value (a `String`,
     /// which `RawRepresentable` would hash for every event counted by kind).
-    var ordinal: Int {
+    public var ordinal: Int {
         switch self {
         case .sample: 0
         case .correction: 1

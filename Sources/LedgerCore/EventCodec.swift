@@ -15,7 +15,7 @@ public enum EventCodec {
     // MARK: - Encoding
 
     public static func encode(id: UUID, payload: Event.Payload) -> [UInt8] {
-        if case .sample(let s) = payload { return encode(id: id, sample: s) }
+        if case .sample(var s) = payload { return withUnsafePointer(to: &s) { encode(id: id, sample: $0) } }
         var out = ByteWriter()
         out.bytes.reserveCapacity(256)
         out.uuid(id)
@@ -57,29 +57,30 @@ public enum EventCodec {
     }
 
     /// A sample's typed form, written at its exact size: every appended or imported sample
-    /// is encoded here. The same bytes as the general path's (`ByteWriter`) layout.
-    private static func encode(id: UUID, sample s: Sample) -> [UInt8] {
+    /// is encoded here. The same bytes as the general path's (`ByteWriter`) layout. The sample
+    /// is read through a pointer: the closure writing it captured a copy otherwise.
+    static func encode(id: UUID, sample: UnsafePointer<Sample>) -> [UInt8] {
         func size(_ text: String?) -> Int { text.map { 4 + $0.utf8.count } ?? 0 }
-        let count = 16 + 1 + 1 + 8 + 8 + 8 + 1 + size(s.user) + size(s.unit) + size(s.source.name) + size(s.zone)
-            + size(s.syncId) + (s.syncVersion == nil ? 0 : 8) + size(s.source.bundle) + size(s.source.device) + size(s.source.version)
+        let count = 16 + 1 + 1 + 8 + 8 + 8 + 1 + size(sample.pointee.user) + size(sample.pointee.unit) + size(sample.pointee.source.name) + size(sample.pointee.zone)
+            + size(sample.pointee.syncId) + (sample.pointee.syncVersion == nil ? 0 : 8) + size(sample.pointee.source.bundle) + size(sample.pointee.source.device) + size(sample.pointee.source.version)
         return ByteCursor.exactly(count) { out in
             out.uuid(id)
             out.u8(1)
-            out.u8(s.type.code)
-            out.f64(s.value)
-            out.i64(s.start.microseconds)
-            out.i64(s.end.microseconds)
-            out.u8(bit(0, s.zone != nil) | bit(1, s.syncId != nil) | bit(2, s.syncVersion != nil)
-                   | bit(3, s.source.bundle != nil) | bit(4, s.source.device != nil) | bit(5, s.source.version != nil))
-            out.string(s.user)
-            out.string(s.unit)
-            out.string(s.source.name)
-            if let zone = s.zone { out.string(zone) }
-            if let syncId = s.syncId { out.string(syncId) }
-            if let syncVersion = s.syncVersion { out.i64(syncVersion) }
-            if let bundle = s.source.bundle { out.string(bundle) }
-            if let device = s.source.device { out.string(device) }
-            if let version = s.source.version { out.string(version) }
+            out.u8(sample.pointee.type.code)
+            out.f64(sample.pointee.value)
+            out.i64(sample.pointee.start.microseconds)
+            out.i64(sample.pointee.end.microseconds)
+            out.u8(bit(0, sample.pointee.zone != nil) | bit(1, sample.pointee.syncId != nil) | bit(2, sample.pointee.syncVersion != nil)
+                   | bit(3, sample.pointee.source.bundle != nil) | bit(4, sample.pointee.source.device != nil) | bit(5, sample.pointee.source.version != nil))
+            out.string(sample.pointee.user)
+            out.string(sample.pointee.unit)
+            out.string(sample.pointee.source.name)
+            if let zone = sample.pointee.zone { out.string(zone) }
+            if let syncId = sample.pointee.syncId { out.string(syncId) }
+            if let syncVersion = sample.pointee.syncVersion { out.i64(syncVersion) }
+            if let bundle = sample.pointee.source.bundle { out.string(bundle) }
+            if let device = sample.pointee.source.device { out.string(device) }
+            if let version = sample.pointee.source.version { out.string(version) }
         }
     }
 
@@ -262,9 +263,15 @@ public struct PreparedEvent: Sendable {
     /// For producers that validate and write the canonical JSON themselves
     /// (`PreparedEvent.checkedSample`, which the tests hold byte-identical to `init(_:)`).
     public init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8]) {
+        self.init(id: id, payload: payload, canonicalBody: canonicalBody, typed: EventCodec.encode(id: id, payload: payload))
+    }
+
+    /// With the typed form made by the caller (`checkedSample`, from the sample before it is
+    /// moved into the payload).
+    init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8], typed: [UInt8]) {
         self.id = id
         self.payload = payload
         body = canonicalBody
-        typed = EventCodec.encode(id: id, payload: payload)
+        self.typed = typed
     }
 }

@@ -125,22 +125,24 @@ extension PreparedEvent {
     /// `integerValue` the value when the input wrote it as a JSON integer.
     public static func checkedSample(id: UUID, _ sample: consuming Sample, start: String, end: String,
                                      integerValue: Int64? = nil) -> PreparedEvent {
-        let body = withUnsafePointer(to: &sample) { sample in
-            canonicalSample(id: id, sample, integerValue: integerValue, lengths: (start.utf8.count, end.utf8.count),
-                            start: { $0.jsonString(start) }, end: { $0.jsonString(end) })
+        let (body, typed) = withUnsafePointer(to: &sample) { sample in
+            (canonicalSample(id: id, sample, integerValue: integerValue, lengths: (start.utf8.count, end.utf8.count),
+                             start: { $0.jsonString(start) }, end: { $0.jsonString(end) }),
+             EventCodec.encode(id: id, sample: sample))
         }
-        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: body)
+        return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed)
     }
 
     /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date
     /// into RFC 3339 without making a string of it).
     public static func checkedSample(id: UUID, _ sample: consuming Sample, start: ShortText, end: ShortText) -> PreparedEvent {
-        let body = withUnsafePointer(to: &sample) { sample in
-            canonicalSample(id: id, sample, lengths: (start.count, end.count),
-                            start: { out in start.withBytes { out.jsonString(utf8: $0) } },
-                            end: { out in end.withBytes { out.jsonString(utf8: $0) } })
+        let (body, typed) = withUnsafePointer(to: &sample) { sample in
+            (canonicalSample(id: id, sample, lengths: (start.count, end.count),
+                             start: { out in start.withBytes { out.jsonString(utf8: $0) } },
+                             end: { out in end.withBytes { out.jsonString(utf8: $0) } }),
+             EventCodec.encode(id: id, sample: sample))
         }
-        return PreparedEvent(id: id, payload: .sample(sample), canonicalBody: body)
+        return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed)
     }
 
     /// The canonical JSON of the sample `checkedSample` moves into its event, read through a

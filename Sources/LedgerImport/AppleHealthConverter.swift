@@ -132,7 +132,7 @@ public struct AppleHealthConverter: Sendable {
                             source: SampleSource(name: sourceName, device: device, version: version),
                             syncId: syncId, syncVersion: syncVersion)
 
-        return .checkedSample(id: id, sample, start: startText, end: endText)
+        return .checkedSample(id: id, consume sample, start: startText, end: endText)
     }
 
     private static let identityPrefix = Array("ledger.import.apple-health.v1".utf8)

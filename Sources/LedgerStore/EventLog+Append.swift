@@ -244,7 +244,9 @@ extension EventLog {
         var previousHash = head.hash
         var recorded = clock()
         if let last = head.recorded, last > recorded { recorded = last }
-        var counts: [EventKind: Int] = [:]
+        // Events appended by kind (`ordinal`): counted in a list, not a dictionary hashed
+        // for every event.
+        var counts = [Int](repeating: 0, count: EventKind.allCases.count)
         // Made current before this batch's records are written: a rebuild must not fold them.
         let fold = try projectionFold(in: txn, head: head.seq)
         // The newest record is held back until the next one arrives, so that the last of the
@@ -323,7 +325,7 @@ extension EventLog {
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, event.typed)
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
-            counts[event.payload.kind, default: 0] += 1
+            counts[event.payload.kind.ordinal] += 1
             result.appended += 1
             result.outcomes.append(.appended(seq))
             if result.appended % EventLog.maximumBatch == 0, let last = held {
@@ -335,7 +337,8 @@ extension EventLog {
         if let last = held { try write(last, endsBatch: true) }
         try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(seq, in: txn)
-        for (kind, added) in counts {
+        for kind in EventKind.allCases where counts[kind.ordinal] > 0 {
+            let added = counts[kind.ordinal]
             let key = EventLog.countKey(kind)
             let current = try metaNumber(key, in: txn) ?? 0
             try txn.put(meta, key, (current + UInt64(added)).bigEndianBytes)
