@@ -79,14 +79,16 @@ extension Commands {
             let owned = Owned(reader)
             var mappedBaseline = Environment.residentSharedBytes ?? 0
             do {
-                // Four chunks may wait between the threads (two made a thread wait for the
-                // other now and then), two when the chunks are larger than the default.
-                try Pipeline.run(depth: batchSize <= 10_000 ? 4 : 2, produce: { emit in
+                // A batch goes over in pieces of at most 1,000 events, each taken into the
+                // batch's transaction as it comes: the writer works on one while the reader makes
+                // the next. Handed over whole, the writer waited for the first 10,000 records and
+                // finished a batch behind the reader (5 % of an import). As many events may wait
+                // between the threads as four default batches (two pieces at the least).
+                let piece = min(batchSize, ImportChunk.pieceSize)
+                try Pipeline.run(depth: max(2, min(40, 40_000 / piece)), produce: { emit in
                     let reader = owned.value
-                    // A batch's list is made at its size: grown by doubling, it was copied a
-                    // dozen times per batch.
-                    let reserved = min(batchSize, 65_536)
-                    var chunk = ImportChunk(reserving: reserved)
+                    var chunk = ImportChunk(reserving: piece)
+                    var inBatch = 0  // events of the open batch in the pieces sent before
                     while let record = try reader.next() {
                         chunk.read += 1
                         if let (prepared, type) = try converter.preparedSample(for: record) {
@@ -96,49 +98,77 @@ extension Commands {
                             chunk.kept[Int(type.code)] += 1
                             chunk.lines.append(record.line)
                             chunk.events.append(prepared)
-                            if chunk.events.count >= batchSize {
+                            if chunk.events.count >= piece || inBatch + chunk.events.count >= batchSize {
+                                inBatch += chunk.events.count
+                                chunk.endsBatch = inBatch >= batchSize
+                                if chunk.endsBatch { inBatch = 0 }
                                 chunk.progress = reader.progress
                                 try emit(chunk)
-                                chunk = ImportChunk(reserving: reserved)
+                                chunk = ImportChunk(reserving: piece)
                             }
                         } else {
                             chunk.skipped.add(record.type)
                         }
                     }
+                    chunk.endsBatch = true
                     chunk.progress = reader.progress
                     try emit(chunk)
-                }, consume: { (chunk: consuming ImportChunk) in
-                    if interrupted.load(ordering: .relaxed) { throw ImportInterrupted() }
-                    if !chunk.events.isEmpty {
-                        let result = try log.append(duplicates: .ignoringZone) { add in
-                            // Each event is moved out of the list and lent to `add`, not copied
-                            // out of it (a copy retains every buffer and string it holds: `perf`
-                            // put 4 % of the import there, lent from the list in place too).
-                            for index in chunk.events.indices {
-                                let event = chunk.events[index].take()!
-                                try add(.line(chunk.lines[index]), event)
+                }, drain: { next in
+                    var pending = try next()
+                    while pending != nil {
+                        if interrupted.load(ordering: .relaxed) { throw ImportInterrupted() }
+                        // What the batch's pieces read, counted once it is committed.
+                        var read = ImportChunk(reserving: 0)
+                        func count(_ chunk: borrowing ImportChunk) {
+                            read.read += chunk.read
+                            for code in chunk.kept.indices { read.kept[code] += chunk.kept[code] }
+                            read.skipped.add(chunk.skipped)
+                            read.progress = chunk.progress
+                        }
+                        // Read in place: a copy of the piece would share its list, and taking
+                        // the events out would then copy all of them.
+                        if pending!.events.isEmpty, pending!.endsBatch {
+                            count(pending!)  // only records of other types, or the end: nothing to append
+                        } else {
+                            let result = try log.append(duplicates: .ignoringZone) { add in
+                                while var chunk = pending.take() {
+                                    // Each event is moved out of the list and lent to `add`, not
+                                    // copied out of it (a copy retains every buffer and string it
+                                    // holds: `perf` put 4 % of the import there, lent from the list
+                                    // in place too).
+                                    for index in chunk.events.indices {
+                                        let event = chunk.events[index].take()!
+                                        try add(.line(chunk.lines[index]), event)
+                                    }
+                                    count(chunk)
+                                    if chunk.endsBatch { break }
+                                    // The reader's error, if it stopped inside this batch, is
+                                    // thrown here: the batch is not committed.
+                                    pending = try next()
+                                }
+                            }
+                            summary.appended += result.appended
+                            summary.duplicates += result.duplicates
+                            summary.superseded += result.superseded
+                            summary.keptZone += result.keptZone
+                            // The map's pages this import has read stay resident: they are let go
+                            // once they add up to `mappedSlack`, not after every batch, since each
+                            // release unmaps them on both cores and the next batch faults them in
+                            // again (6 % of an import's time, released after every batch).
+                            if let resident = Environment.residentSharedBytes, resident - mappedBaseline > ImportChunk.mappedSlack {
+                                log.environment.releaseMappedPages()
+                                mappedBaseline = Environment.residentSharedBytes ?? resident
                             }
                         }
-                        summary.appended += result.appended
-                        summary.duplicates += result.duplicates
-                        summary.superseded += result.superseded
-                        summary.keptZone += result.keptZone
-                        // The map's pages this import has read stay resident: they are let go
-                        // once they add up to `mappedSlack`, not after every batch, since each
-                        // release unmaps them on both cores and the next batch faults them in
-                        // again (6 % of an import's time, released after every batch).
-                        if let resident = Environment.residentSharedBytes, resident - mappedBaseline > ImportChunk.mappedSlack {
-                            log.environment.releaseMappedPages()
-                            mappedBaseline = Environment.residentSharedBytes ?? resident
+                        summary.read += read.read
+                        for type in QuantityType.allCases where read.kept[Int(type.code)] > 0 {
+                            summary.kept.add(AppleHealthConverter.healthKitName(of: type), count: read.kept[Int(type.code)])
                         }
+                        summary.skipped.add(read.skipped)
+                        summary.committedRecords = summary.read
+                        progress.update(records: summary.read, bytes: read.progress)
+                        pending = try next()
                     }
-                    summary.read += chunk.read
-                    for type in QuantityType.allCases where chunk.kept[Int(type.code)] > 0 {
-                        summary.kept.add(AppleHealthConverter.healthKitName(of: type), count: chunk.kept[Int(type.code)])
-                    }
-                    summary.skipped.add(chunk.skipped)
-                    summary.committedRecords = summary.read
-                    progress.update(records: summary.read, bytes: chunk.progress)
                 })
             } catch {
                 progress.finish()
@@ -252,6 +282,9 @@ struct ImportChunk: Sendable {
     /// How much of the map an import lets stay resident before it lets it go (its memory
     /// budget is 200 MB however large the export, and about 90 MB is its own).
     static let mappedSlack = 48 << 20
+    /// The most events handed from the reader to the writer at a time: a batch (`--batch`)
+    /// goes over in pieces of this many.
+    static let pieceSize = 1_000
 
     /// Each is taken out (`take`) as it is appended.
     var events: [PreparedEvent?] = []
@@ -263,6 +296,8 @@ struct ImportChunk: Sendable {
     var kept = Array(repeating: 0, count: QuantityType.codeLimit)
     var skipped = TypeCounts()
     var progress: (read: Int64, total: Int64) = (0, 0)
+    /// Whether this piece is its batch's last (the batch is committed after it).
+    var endsBatch = false
 
     init(reserving capacity: Int = 0) {
         events.reserveCapacity(capacity)

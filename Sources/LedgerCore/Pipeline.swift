@@ -1,8 +1,8 @@
 import Foundation
 
 /// Two-stage pipelines over the machine's cores: `produce` runs on a thread of its own and hands
-/// items to `consume`, which runs on the calling thread, in order, with at most `depth` items
-/// waiting between them. Decoding input (JSON, XML) thus overlaps with appending it. Each
+/// items to `consume` (or `drain`), which runs on the calling thread, in order, with at most
+/// `depth` items waiting between them. Decoding input (JSON, XML) thus overlaps with appending it. Each
 /// item is handed over, not copied: `consume` owns it (and may take it apart).
 ///
 /// Items sent before `produce` throws are consumed first, then its error is rethrown. If
@@ -14,6 +14,23 @@ public enum Pipeline {
     public static func run<Item: Sendable>(depth: Int = 4,
                                            produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
                                            consume: (consuming Item) throws -> Void) throws {
+        try run(depth: depth, produce: produce, drain: { next in
+            while let item = try next() {
+                // Moved in: a copy would share the item's storage, and `consume` taking it
+                // apart would then copy it whole (an import's chunk of 10,000 events, every
+                // one retained).
+                try consume(consume item)
+            }
+        })
+    }
+
+    /// The same pipeline with the consumer pulling: `drain` calls `next` for each item (nil
+    /// once `produce` has returned and every item is taken; the producer's error, rethrown,
+    /// after the items sent before it). An import takes a batch's pieces one by one into one
+    /// transaction this way, so the writer starts on a piece while the reader makes the next.
+    public static func run<Item: Sendable>(depth: Int = 4,
+                                           produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
+                                           drain: (_ next: () throws -> Item?) throws -> Void) throws {
         let channel = Channel<Item>(depth: depth)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {
@@ -34,11 +51,7 @@ public enum Pipeline {
             channel.cancel()
             finished.wait()
         }
-        while let item = try channel.receive() {
-            // Moved in: a copy would share the item's storage, and `consume` taking it apart
-            // would then copy it whole (an import's chunk of 10,000 events, every one retained).
-            try consume(consume item)
-        }
+        try drain { try channel.receive() }
     }
 
     private final class Channel<Item>: @unchecked Sendable {

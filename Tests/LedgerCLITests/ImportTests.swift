@@ -306,6 +306,40 @@ struct ImportTests {
         }
     }
 
+    @Test("a batch handed over in pieces is committed whole or not at all: a file cut inside one keeps the batches before it")
+    func truncatedInsideAPiecedBatch() throws {
+        try withTemporaryLedger { db in
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            // 2,600 records, each its own second; batches of 1,500 go over in pieces of at most
+            // 1,000 (ImportChunk.pieceSize): 1,000 and 500, then 1,000 and 100.
+            var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"]
+            for second in 0..<2_600 {
+                let (minute, rest) = second.quotientAndRemainder(dividingBy: 60)
+                let (hour, minuteOfHour) = minute.quotientAndRemainder(dividingBy: 60)
+                let time = "2022-09-30 \(String(format: "%02d:%02d:%02d", 10 + hour, minuteOfHour, rest)) +0200"
+                lines.append(#" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="\#(time)" endDate="\#(time)" value="\#(second + 1)"/>"#)
+            }
+            lines.append("</HealthData>")
+            let full = lines.joined(separator: "\n") + "\n"
+            let path = folder.appendingPathComponent("export.xml").path
+            // Cut inside record 2,550: the second batch's first piece (records 1,501-2,500) was
+            // handed over and appended, and the batch was never finished.
+            let cut = full.range(of: "value=\"2550\"")!.lowerBound
+            try String(full[..<cut]).write(toFile: path, atomically: true, encoding: .utf8)
+
+            let broken = ledger(["import", "apple-health", path, "--batch", "1500"], db: db)
+            #expect(broken.status == 65)
+            #expect(broken.stderr.hasPrefix("Error: \(path) line "), "\(broken.stderr)")
+            #expect(try EventLog(path: db, create: false).head().seq == 1_500, "the first batch alone: \(broken.stderr)")
+
+            try full.write(toFile: path, atomically: true, encoding: .utf8)
+            let rerun = ledger(["import", "apple-health", path, "--batch", "1500"], db: db)
+            #expect(rerun.status == 0, "\(rerun.stderr)")
+            #expect(rerun.stdout.hasPrefix("read 2600 records: appended 1100, duplicates 1500, "), "\(rerun.stdout)")
+            #expect(try EventLog(path: db, create: false).head().seq == 2_600)
+        }
+    }
+
     @Test("a record's HKTimeZone this machine does not know is counted in the summary, not dropped silently")
     func unknownRecordZone() throws {
         try withTemporaryLedger { db in
