@@ -103,8 +103,8 @@ public struct AppleHealthConverter: Sendable {
     private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
         let plainName = EventDecoder.isName
         guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite, value >= 0,
-              let (startText, start) = record.startDate.flatMap(AppleHealthConverter.exportDateText),
-              let (endText, end) = record.endDate.flatMap(AppleHealthConverter.exportDateText), end >= start,
+              let (startText, start) = record.startText.flatMap({ $0.withBytes(AppleHealthConverter.exportDateText(utf8:)) }),
+              let (endText, end) = record.endText.flatMap({ $0.withBytes(AppleHealthConverter.exportDateText(utf8:)) }), end >= start,
               let sourceName = record.sourceName, plainName(sourceName), plainName(user)
         else { return nil }
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
@@ -148,7 +148,7 @@ public struct AppleHealthConverter: Sendable {
         func size(_ text: String?) -> Int { 1 + max(32, text?.utf8.count ?? 0) }
         let capacity = AppleHealthConverter.identityPrefix.count + size(user) + size(record.type) + size(start.text)
             + size(end.text) + size(valueText) + size(record.unit) + size(sourceName) + size(record.sourceVersion)
-            + size(device) + size(record.creationDate)
+            + size(device) + 1 + max(32, record.creationText?.count ?? 0)
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
             var identity = ByteCursor(scratch.baseAddress!, capacity: capacity)
             AppleHealthConverter.identityPrefix.withUnsafeBufferPointer { identity.bytes($0) }
@@ -171,7 +171,7 @@ public struct AppleHealthConverter: Sendable {
             add(sourceName)
             add(record.sourceVersion ?? "")
             add(device ?? "")
-            if let instant = record.creationDate.flatMap(AppleHealthConverter.exportInstant) {
+            if let instant = record.creationText.flatMap({ $0.withBytes(AppleHealthConverter.exportInstant(utf8:)) }) {
                 add(("", instant))  // as the branch below adds it, without the text in between
             } else if let creation = record.creationDate.flatMap(AppleHealthConverter.rfc3339) {
                 add((creation, try? Timestamp.parseRFC3339(creation).0))
@@ -288,37 +288,31 @@ public struct AppleHealthConverter: Sendable {
         return nil
     }
 
-    /// `rfc3339(text)` and the instant it names, nil when either is nil, with the text held
+    /// `rfc3339` of the date in `bytes` and the instant it names, nil when either is nil, with the text held
     /// inline (no string is made of it: every record's start and end come here); nil also when
     /// it is longer than a `ShortText` (only one already in RFC 3339 can be: `event(for:)` then
     /// takes the record).
-    static func exportDateText(_ text: String) -> (ShortText, Timestamp)? {
-        var text = text
-        return text.withUTF8 { bytes -> (ShortText, Timestamp)? in
-            let layout = layout(of: bytes)
-            guard (layout?.count ?? bytes.count) <= ShortText.capacity else { return nil }
-            let short = ShortText { out in
-                guard let layout else {
-                    _ = out.initialize(from: bytes)
-                    return bytes.count
-                }
-                return rewrite(bytes, as: layout, into: out)
+    static func exportDateText(utf8 bytes: UnsafeBufferPointer<UInt8>) -> (ShortText, Timestamp)? {
+        let layout = layout(of: bytes)
+        guard (layout?.count ?? bytes.count) <= ShortText.capacity else { return nil }
+        let short = ShortText { out in
+            guard let layout else {
+                _ = out.initialize(from: bytes)
+                return bytes.count
             }
-            guard let instant = short.withBytes({ try? Timestamp.parseRFC3339(utf8: $0).0 }) else { return nil }
-            return (short, instant)
+            return rewrite(bytes, as: layout, into: out)
         }
+        guard let instant = short.withBytes({ try? Timestamp.parseRFC3339(utf8: $0).0 }) else { return nil }
+        return (short, instant)
     }
 
     /// The instant of an export's date (either layout `rfc3339` converts), read without making
     /// its RFC 3339 text; nil when the text has neither layout or names no valid instant.
-    static func exportInstant(_ text: String) -> Timestamp? {
-        var text = text
-        return text.withUTF8 { bytes -> Timestamp? in
-            guard let layout = layout(of: bytes) else { return nil }
-            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
-                let count = rewrite(bytes, as: layout, into: out)
-                return try? Timestamp.parseRFC3339(utf8: UnsafeBufferPointer(rebasing: out[..<count])).0
-            }
+    static func exportInstant(utf8 bytes: UnsafeBufferPointer<UInt8>) -> Timestamp? {
+        guard let layout = layout(of: bytes) else { return nil }
+        return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: layout.count) { out in
+            let count = rewrite(bytes, as: layout, into: out)
+            return try? Timestamp.parseRFC3339(utf8: UnsafeBufferPointer(rebasing: out[..<count])).0
         }
     }
 

@@ -1,5 +1,6 @@
 internal import CLibXML2
 import Foundation
+import LedgerCore
 
 /// One `<Record>` of an Apple Health export, as written (attribute values are strings).
 public struct HealthRecord: Sendable, Equatable {
@@ -10,9 +11,20 @@ public struct HealthRecord: Sendable, Equatable {
     public var sourceName: String?
     public var sourceVersion: String?
     public var device: String?
-    public var startDate: String?
-    public var endDate: String?
-    public var creationDate: String?
+    public var startDate: String? {
+        get { startText?.string }
+        set { startText = newValue.map(AttributeText.init) }
+    }
+    public var endDate: String? {
+        get { endText?.string }
+        set { endText = newValue.map(AttributeText.init) }
+    }
+    public var creationDate: String? {
+        get { creationText?.string }
+        set { creationText = newValue.map(AttributeText.init) }
+    }
+    /// The three dates as held: inline, as an export's 25 bytes fit (`AttributeText`).
+    var startText: AttributeText?, endText: AttributeText?, creationText: AttributeText?
     /// `MetadataEntry` children by key, of the keys the importer reads (`MetadataKey`).
     public var metadata: [String: String] {
         get {
@@ -86,9 +98,9 @@ public struct HealthRecord: Sendable, Equatable {
         self.sourceName = sourceName
         self.sourceVersion = sourceVersion
         self.device = device
-        self.startDate = startDate
-        self.endDate = endDate
-        self.creationDate = creationDate
+        startText = startDate.map(AttributeText.init)
+        endText = endDate.map(AttributeText.init)
+        creationText = creationDate.map(AttributeText.init)
         self.line = line
         self.metadata = metadata
     }
@@ -276,13 +288,13 @@ public final class HealthExportReader {
             case UInt8(ascii: "s"):
                 if equals(name, "sourceName") || equals(name, "source") { current.sourceName = string(attributes, index, recent: &recentSources) }
                 else if equals(name, "sourceVersion") { current.sourceVersion = string(attributes, index, recent: &recentVersions) }
-                else if equals(name, "startDate") { current.startDate = string(attributes, index) }
+                else if equals(name, "startDate") { current.startText = text(attributes, index) }
             case UInt8(ascii: "d"):
                 if equals(name, "device") { current.device = string(attributes, index) }
             case UInt8(ascii: "e"):
-                if equals(name, "endDate") { current.endDate = string(attributes, index) }
+                if equals(name, "endDate") { current.endText = text(attributes, index) }
             case UInt8(ascii: "c"):
-                if equals(name, "creationDate") { current.creationDate = string(attributes, index) }
+                if equals(name, "creationDate") { current.creationText = text(attributes, index) }
             default:
                 break
             }
@@ -369,6 +381,14 @@ public final class HealthExportReader {
         HealthExportReader.decoded(HealthExportReader.bytes(attributes, index))
     }
 
+    /// `string(attributes, index)`, held inline when short (`AttributeText`): no string is
+    /// made of a date.
+    private func text(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> AttributeText {
+        let bytes = HealthExportReader.bytes(attributes, index)
+        if bytes.contains(UInt8(ascii: "&")) { return AttributeText(HealthExportReader.decoded(bytes)) }
+        return AttributeText(bytes: bytes)
+    }
+
     /// The `index`-th attribute's value as libxml2 hands it over (empty when it gives none).
     private static func bytes(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> UnsafeBufferPointer<UInt8> {
         guard let start = attributes[index * 5 + 3], let end = attributes[index * 5 + 4] else { return UnsafeBufferPointer(start: nil, count: 0) }
@@ -403,6 +423,45 @@ public final class HealthExportReader {
         let text = HealthExportReader.decoded(bytes)
         recent.remember(bytes, as: text)
         return text
+    }
+}
+
+/// An attribute's text, held inline when it fits a `ShortText` (32 bytes), else as a string: an
+/// export's dates are 25 bytes, past the 15 a `String` holds without an allocation, and a
+/// record's three were three allocations and frees (about 4 % of an import's reading thread).
+struct AttributeText: Sendable {
+    private var short = ShortText { _ in 0 }
+    private var long: String?
+
+    /// `bytes` as they are (valid UTF-8: libxml2 checks the encoding).
+    init(bytes: UnsafeBufferPointer<UInt8>) {
+        if bytes.count <= ShortText.capacity {
+            short = ShortText { out in
+                _ = out.initialize(from: bytes)
+                return bytes.count
+            }
+        } else {
+            long = String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    init(_ text: String) {
+        if text.utf8.count > ShortText.capacity {
+            long = text
+        } else {
+            var text = text
+            self = text.withUTF8 { AttributeText(bytes: $0) }
+        }
+    }
+
+    var string: String { long ?? short.withBytes { String(decoding: $0, as: UTF8.self) } }
+
+    /// The text's length in UTF-8 bytes.
+    var count: Int { long?.utf8.count ?? short.count }
+
+    func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if var long { return try long.withUTF8(body) }
+        return try short.withBytes(body)
     }
 }
 

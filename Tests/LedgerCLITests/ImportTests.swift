@@ -863,6 +863,32 @@ struct ExportDateTests {
         }
     }
 
+    @Test("a record keeps its dates exactly as given, short (held inline) or long, from the XML as from its init")
+    func datesKept() throws {
+        let texts = ["2017-01-22 18:57:52 +0200", "", "é", String(repeating: "9", count: 32), String(repeating: "9", count: 33),
+                     "2017-01-22 18:57:52 +0200, and more text than 32 bytes hold", "a&b"]
+        for text in texts {
+            var record = HealthRecord(type: "t", startDate: text, endDate: text, creationDate: text, line: 1)
+            #expect(record.startDate == text && record.endDate == text && record.creationDate == text, "\(text)")
+            record.endDate = nil
+            #expect(record.endDate == nil && record.startDate == text)
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dates-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("export.xml").path
+        let escaped = texts.map { $0.replacingOccurrences(of: "&", with: "&amp;") }
+        try (["<HealthData>"] + escaped.map { #"<Record type="t" startDate="\#($0)" endDate="\#($0)" creationDate="\#($0)"/>"# } + ["</HealthData>"])
+            .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let reader = try HealthExportReader(path: path)
+        var read: [String?] = []
+        while let record = try reader.next() {
+            #expect(record.endDate == record.startDate && record.creationDate == record.startDate)
+            read.append(record.startDate)
+        }
+        #expect(read == texts)
+    }
+
     @Test("derived ids stay what they were: pinned for both date layouts and odd creation dates")
     func pinnedIDs() throws {
         // Ids are how a re-import finds what it already has: if a change to the conversion
