@@ -82,10 +82,10 @@ extension Commands {
                 // A batch goes over in pieces of at most 1,000 events, each taken into the
                 // batch's transaction as it comes: the writer works on one while the reader makes
                 // the next. Handed over whole, the writer waited for the first 10,000 records and
-                // finished a batch behind the reader (5 % of an import). As many events may wait
-                // between the threads as four default batches (two pieces at the least).
+                // finished a batch behind the reader (5 % of an import). At most
+                // `ImportChunk.piecesWaiting` pieces wait between the threads.
                 let piece = min(batchSize, ImportChunk.pieceSize)
-                try Pipeline.run(depth: max(2, min(40, 40_000 / piece)), produce: { emit in
+                try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { emit in
                     let reader = owned.value
                     var chunk = ImportChunk(reserving: piece)
                     var inBatch = 0  // events of the open batch in the pieces sent before
@@ -285,6 +285,9 @@ struct ImportChunk: Sendable {
     /// The most events handed from the reader to the writer at a time: a batch (`--batch`)
     /// goes over in pieces of this many.
     static let pieceSize = 1_000
+    /// The most pieces waiting between the threads: 40,000 events at the default, as many as
+    /// four batches of 10,000 were when batches went over whole.
+    static let piecesWaiting = 40
 
     /// Each is taken out (`take`) as it is appended.
     var events: [PreparedEvent?] = []

@@ -125,21 +125,23 @@ extension PreparedEvent {
     /// `integerValue` the value when the input wrote it as a JSON integer.
     public static func checkedSample(id: UUID, _ sample: consuming Sample, start: String, end: String,
                                      integerValue: Int64? = nil) -> PreparedEvent {
-        let (body, typed) = withUnsafePointer(to: &sample) { sample in
-            (canonicalSample(id: id, sample, integerValue: integerValue, lengths: (start.utf8.count, end.utf8.count),
-                             start: { $0.jsonString(start) }, end: { $0.jsonString(end) }),
-             EventCodec.encode(id: id, sample: sample))
-        }
-        return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed)
+        checkedSample(id: id, consume sample, integerValue: integerValue, lengths: (start.utf8.count, end.utf8.count),
+                      start: { $0.jsonString(start) }, end: { $0.jsonString(end) })
     }
 
     /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date
     /// into RFC 3339 without making a string of it).
     public static func checkedSample(id: UUID, _ sample: consuming Sample, start: ShortText, end: ShortText) -> PreparedEvent {
+        checkedSample(id: id, consume sample, lengths: (start.count, end.count),
+                      start: { out in start.withBytes { out.jsonString(utf8: $0) } },
+                      end: { out in end.withBytes { out.jsonString(utf8: $0) } })
+    }
+
+    /// Both forms of the sample, made through a pointer to it before it moves into the event.
+    private static func checkedSample(id: UUID, _ sample: consuming Sample, integerValue: Int64? = nil, lengths: (start: Int, end: Int),
+                                      start: (inout ByteCursor) -> Void, end: (inout ByteCursor) -> Void) -> PreparedEvent {
         let (body, typed) = withUnsafePointer(to: &sample) { sample in
-            (canonicalSample(id: id, sample, lengths: (start.count, end.count),
-                             start: { out in start.withBytes { out.jsonString(utf8: $0) } },
-                             end: { out in end.withBytes { out.jsonString(utf8: $0) } }),
+            (canonicalSample(id: id, sample, integerValue: integerValue, lengths: lengths, start: start, end: end),
              EventCodec.encode(id: id, sample: sample))
         }
         return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed)

@@ -145,10 +145,11 @@ public struct AppleHealthConverter: Sendable {
         // The identity is written into scratch space and hashed there (no array per record):
         // each field is a 0 byte and its text, or an instant's at most 20 digits and sign, or
         // a date's RFC 3339 text (25 bytes, from the 19 of a legacy one).
-        func size(_ text: String?) -> Int { 1 + max(32, text?.utf8.count ?? 0) }
+        func size(count: Int) -> Int { 1 + max(32, count) }
+        func size(_ text: String?) -> Int { size(count: text?.utf8.count ?? 0) }
         let capacity = AppleHealthConverter.identityPrefix.count + size(user) + size(record.type) + size(start.text)
             + size(end.text) + size(valueText) + size(record.unit) + size(sourceName) + size(record.sourceVersion)
-            + size(device) + 1 + max(32, record.creationText?.count ?? 0)
+            + size(device) + size(count: record.creationText?.count ?? 0)
         return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: capacity) { scratch in
             var identity = ByteCursor(scratch.baseAddress!, capacity: capacity)
             AppleHealthConverter.identityPrefix.withUnsafeBufferPointer { identity.bytes($0) }

@@ -58,6 +58,17 @@ func importedCounts(_ summary: String) -> [String: Int] {
 
 @Suite("import apple-health", .serialized)
 struct ImportTests {
+    /// An export.xml holding `records` (each a `<Record …/>` line).
+    static func export(_ records: [String]) -> String {
+        (["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"] + records + ["</HealthData>"])
+            .joined(separator: "\n") + "\n"
+    }
+
+    /// Writes `text` to `path` cut short just before `marker`, as a truncated export is.
+    static func write(_ text: String, cutBefore marker: String, to path: String) throws {
+        try String(text[..<text.range(of: marker)!.lowerBound]).write(toFile: path, atomically: true, encoding: .utf8)
+    }
+
     @Test("every real export: counts match the XML, a second import appends nothing", arguments: SharedData.files)
     func realExports(file: String) throws {
         guard SharedData.available else {
@@ -281,16 +292,12 @@ struct ImportTests {
     func truncated() throws {
         try withTemporaryLedger { db in
             let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
-            var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"]
-            for minute in 0..<10 {
-                lines.append(#" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" creationDate="2022-09-30 21:00:00 +0200" startDate="2022-09-30 20:0\#(minute):00 +0200" endDate="2022-09-30 20:0\#(minute):30 +0200" value="\#(100 + minute)"/>"#)
-            }
-            lines.append("</HealthData>")
-            let full = lines.joined(separator: "\n") + "\n"
+            let full = ImportTests.export((0..<10).map { minute in
+                #" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" creationDate="2022-09-30 21:00:00 +0200" startDate="2022-09-30 20:0\#(minute):00 +0200" endDate="2022-09-30 20:0\#(minute):30 +0200" value="\#(100 + minute)"/>"#
+            })
             let path = folder.appendingPathComponent("export.xml").path
             // Cut in the middle of the 9th record.
-            let cut = full.range(of: "value=\"108\"")!.lowerBound
-            try String(full[..<cut]).write(toFile: path, atomically: true, encoding: .utf8)
+            try ImportTests.write(full, cutBefore: "value=\"108\"", to: path)
 
             let broken = ledger(["import", "apple-health", path, "--batch", "3"], db: db)
             #expect(broken.status == 65)
@@ -312,20 +319,16 @@ struct ImportTests {
             let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
             // 2,600 records, each its own second; batches of 1,500 go over in pieces of at most
             // 1,000 (ImportChunk.pieceSize): 1,000 and 500, then 1,000 and 100.
-            var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>", "<HealthData locale=\"en_US\">"]
-            for second in 0..<2_600 {
+            let full = ImportTests.export((0..<2_600).map { second in
                 let (minute, rest) = second.quotientAndRemainder(dividingBy: 60)
                 let (hour, minuteOfHour) = minute.quotientAndRemainder(dividingBy: 60)
                 let time = "2022-09-30 \(String(format: "%02d:%02d:%02d", 10 + hour, minuteOfHour, rest)) +0200"
-                lines.append(#" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="\#(time)" endDate="\#(time)" value="\#(second + 1)"/>"#)
-            }
-            lines.append("</HealthData>")
-            let full = lines.joined(separator: "\n") + "\n"
+                return #" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="\#(time)" endDate="\#(time)" value="\#(second + 1)"/>"#
+            })
             let path = folder.appendingPathComponent("export.xml").path
             // Cut inside record 2,550: the second batch's first piece (records 1,501-2,500) was
             // handed over and appended, and the batch was never finished.
-            let cut = full.range(of: "value=\"2550\"")!.lowerBound
-            try String(full[..<cut]).write(toFile: path, atomically: true, encoding: .utf8)
+            try ImportTests.write(full, cutBefore: "value=\"2550\"", to: path)
 
             let broken = ledger(["import", "apple-health", path, "--batch", "1500"], db: db)
             #expect(broken.status == 65)
