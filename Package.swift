@@ -43,6 +43,12 @@ func staticArchives(_ names: [String]) -> [LinkerSetting] {
     names.map { .linkedLibrary(":lib\($0).a") }
 }
 
+// Release builds check exclusive access at compile time only (`-enforce-exclusivity=unchecked`):
+// the run-time checks of every class property and global the appending and reading threads touch
+// (`swift_beginAccess`, per access) were about 2 % of an import's CPU under `perf`. Debug builds,
+// which the tests run, keep them, so an overlapping access still traps there.
+let releaseChecks: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "ledger",
     platforms: [.macOS(.v15)],
@@ -60,20 +66,20 @@ let package = Package(
         .systemLibrary(name: "CZip", path: "Sources/CZip", providers: [.apt(["libzip-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", path: "Sources/CMicroHTTPD", providers: [.apt(["libmicrohttpd-dev"])]),
         .target(name: "LedgerCore", dependencies: ["CCrypto", "CJansson"],
-                path: "Sources/LedgerCore", linkerSettings: staticArchives(["crypto", "jansson"])),
-        .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections"),
+                path: "Sources/LedgerCore", swiftSettings: releaseChecks, linkerSettings: staticArchives(["crypto", "jansson"])),
+        .target(name: "Projections", dependencies: ["LedgerCore"], path: "Projections", swiftSettings: releaseChecks),
         .target(name: "LedgerStore", dependencies: ["CLMDB", "LedgerCore", "Projections"],
-                path: "Sources/LedgerStore", linkerSettings: staticArchives(["lmdb"])),
+                path: "Sources/LedgerStore", swiftSettings: releaseChecks, linkerSettings: staticArchives(["lmdb"])),
         .target(name: "LedgerBus", dependencies: ["LedgerStore", "LedgerCore", "Projections"],
-                path: "Sources/LedgerBus"),
+                path: "Sources/LedgerBus", swiftSettings: releaseChecks),
         .target(name: "LedgerServer", dependencies: ["CMicroHTTPD", "LedgerBus", "LedgerStore", "LedgerCore", "Projections"],
-                path: "Sources/LedgerServer"),
+                path: "Sources/LedgerServer", swiftSettings: releaseChecks),
         .target(name: "LedgerImport", dependencies: ["CLibXML2", "CZip", "LedgerCore"],
-                path: "Sources/LedgerImport", swiftSettings: libxml2Headers),
+                path: "Sources/LedgerImport", swiftSettings: libxml2Headers + releaseChecks),
         .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
                                                    "LedgerServer", "LedgerBus"],
-                path: "Sources/LedgerCLI", swiftSettings: libxml2Headers),
-        .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger",
+                path: "Sources/LedgerCLI", swiftSettings: libxml2Headers + releaseChecks),
+        .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger", swiftSettings: releaseChecks,
                           linkerSettings: jemalloc),
         .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],
                           path: "Tools/ledger-gen"),
