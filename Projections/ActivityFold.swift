@@ -205,9 +205,12 @@ public final class ActivityFold {
             }
             try store.put(.sync, key, StateKey.position(seq))
         }
-        // Added in place: through a copy of the state, every new source of a user with many
-        // would copy all of them.
-        if users[userID]!.sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
+        // Added in place, through the dictionary's index: through a copy of the state, every
+        // new source of a user with many would copy all of them, and written back through
+        // `users[userID]!` the state was copied and destroyed again (every string and list it
+        // holds retained and released, per sample).
+        let userIndex = users.index(forKey: userID)!
+        if users.values[userIndex].sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
             dirtyUsers.insert(userID)
         }
         let position = StateKey.position(seq)
