@@ -155,8 +155,11 @@ extension PreparedEvent {
     private static func canonicalSample(id: UUID, _ sample: UnsafePointer<Sample>, integerValue: Int64? = nil, lengths: (start: Int, end: Int),
                                         start writeStart: (inout ByteCursor) -> Void,
                                         end writeEnd: (inout ByteCursor) -> Void) -> [UInt8] {
-        // Keys, punctuation, the id and two numbers fit in 320 bytes; each string in its bound.
-        func bound(_ text: String?) -> Int { text.map { ByteCursor.jsonStringBound($0.utf8.count) } ?? 0 }
+        // Keys, punctuation, the id and two numbers fit in 320 bytes; each string in its size
+        // (`jsonStringSize`, exact when it needs no escape, as nearly every one does), the dates
+        // in their bound. Under 1 KiB the scratch space is on the stack: with every string at
+        // its bound, an export's sample needed about 1.2 KiB, allocated and freed per record.
+        func bound(_ text: String?) -> Int { text.map(ByteCursor.jsonStringSize) ?? 0 }
         let capacity = 320 + ByteCursor.jsonStringBound(lengths.start) + ByteCursor.jsonStringBound(lengths.end) + bound(sample.pointee.type.rawValue) + bound(sample.pointee.unit) + bound(sample.pointee.user)
             + bound(sample.pointee.source.name) + bound(sample.pointee.source.bundle) + bound(sample.pointee.source.device) + bound(sample.pointee.source.version) + bound(sample.pointee.syncId)
             + bound(sample.pointee.zone)

@@ -317,6 +317,13 @@ extension ByteCursor {
     /// at most as `\u00XX`.
     package static func jsonStringBound(_ utf8Count: Int) -> Int { 2 + 6 * utf8Count }
 
+    /// The bytes `jsonString` writes for `text` when it needs no escape (quotes and its
+    /// UTF-8), its bound otherwise.
+    package static func jsonStringSize(_ text: String) -> Int {
+        text.utf8.withContiguousStorageIfAvailable { JSONValue.needsNoEscape($0) ? $0.count + 2 : jsonStringBound($0.count) }
+            ?? jsonStringBound(text.utf8.count)
+    }
+
     /// `JSONValue.writeString`, through the cursor.
     package mutating func jsonString(_ value: String) {
         var value = value
