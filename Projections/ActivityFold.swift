@@ -213,19 +213,18 @@ public final class ActivityFold {
         if users.values[userIndex].sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
             dirtyUsers.insert(userID)
         }
-        let position = StateKey.position(seq)
         try place(SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
                                value: sample.value, unit: sample.unit, start: sample.start,
-                               end: sample.end, zone: sample.zone, days: []), at: position, cause: cause)
+                               end: sample.end, zone: sample.zone, days: 0..<0), at: seq, cause: cause)
         if sample.zone == nil {
-            try store.put(.userSamples, StateKey.userPosition(userID, position), [])
+            try store.put(.userSamples, StateKey.userPosition(userID, StateKey.position(seq)), [])
         }
     }
 
     /// Puts a sample into the buckets of the days it touches (in its effective zone) and stores
     /// it under its seq (`position`). Its user's state is in `users` (read there in place: a
     /// copy of it retains every name and list it holds). The record is moved in, not copied.
-    private func place(_ record: consuming SampleRecord, at position: [UInt8], cause: Cause) throws {
+    private func place(_ record: consuming SampleRecord, at seq: UInt64, cause: Cause) throws {
         let zoneName = record.zone ?? users[record.user]!.zone ?? context.defaultZone.name
         if !users[record.user]!.zones.contains(zoneName) {
             users[record.user]!.zones.append(zoneName)
@@ -251,7 +250,7 @@ public final class ActivityFold {
         // Moved into the closure: one that captured it, or read it through a pointer, copied it
         // (its strings retained).
         let count = record.encodedCount
-        try store.put(.samples, position, count: count, cursor: { [record = consume record] in record.encode(into: &$0) })
+        try store.put(.samples, position: seq, count: count, cursor: { [record = consume record] in record.encode(into: &$0) })
     }
 
     /// Takes the sample stored under `position` out of its days' buckets and forgets it.
@@ -300,7 +299,7 @@ public final class ActivityFold {
             if let start = correction.start { record.start = start }
             if let end = correction.end { record.end = end }
             try loadUser(record.user)
-            try place(record, at: position, cause: cause)
+            try place(record, at: target, cause: cause)
         }
     }
 
@@ -331,7 +330,8 @@ public final class ActivityFold {
                 guard let bytes = try store.get(.samples, position) else { continue }
                 let record = try SampleRecord(decoding: bytes)
                 try unplace(record, cause: cause)
-                try place(consume record, at: position, cause: cause)
+                var key = ByteReader(position)
+                try place(consume record, at: try key.u64(), cause: cause)
             }
         }
     }

@@ -84,10 +84,10 @@ public final class DayCalendar: Sendable {
     }
 
     /// The local days `[start, end)` touches; a zero-length sample touches the day of its instant.
-    public func days(from start: Int64, to end: Int64, in zone: Zone) -> [Int] {
+    public func days(from start: Int64, to end: Int64, in zone: Zone) -> Range<Int> {
         let first = day(of: start, in: zone)
-        guard end > start else { return [first] }
+        guard end > start else { return first..<(first + 1) }
         let last = day(of: end - 1, in: zone)
-        return Array(first...max(first, last))
+        return first..<(max(first, last) + 1)
     }
 }

@@ -156,8 +156,9 @@ struct SampleRecord: Equatable {
     var end: Timestamp
     /// The sample's own zone, if it has one.
     var zone: String?
-    /// Days (since 1970, local to the zone used) whose buckets hold this sample.
-    var days: [Int]
+    /// Days (since 1970, local to the zone used) whose buckets hold this sample: consecutive,
+    /// as a sample's interval is (a range, not a list: a list was an allocation per sample).
+    var days: Range<Int>
 
     var canonicalValue: Double { value * (type.factor(from: unit) ?? 1) }
 
@@ -184,7 +185,7 @@ struct SampleRecord: Equatable {
     }
 
     init(id: UUID, user: UInt32, type: QuantityType, source: String, value: Double, unit: String,
-         start: Timestamp, end: Timestamp, zone: String?, days: [Int]) {
+         start: Timestamp, end: Timestamp, zone: String?, days: Range<Int>) {
         self.id = id
         self.user = user
         self.type = type
@@ -209,7 +210,12 @@ struct SampleRecord: Equatable {
         end = Timestamp(microseconds: try reader.instant())
         let zoneText = try reader.string()
         zone = zoneText.isEmpty ? nil : zoneText
-        days = try reader.items(try reader.count(ofItemsOfAtLeast: 8)) { (r) throws(DamagedState) in try r.day() }
+        let count = try reader.count(ofItemsOfAtLeast: 8)
+        let first = count == 0 ? 0 : try reader.day()
+        for offset in 1..<max(1, count) {
+            guard try reader.day() == first + offset else { throw DamagedState(reason: "a stored sample's days are not consecutive") }
+        }
+        days = first..<(first + count)
     }
 }
 

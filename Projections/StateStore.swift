@@ -71,6 +71,9 @@ public protocol StateStore {
     /// own space where it has one (LMDB's map), so that a value the fold encodes for every
     /// sample or bucket needs no array of its own.
     func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws
+    /// `put` under the key of a sample's position (`StateKey.position(seq)`): a store that can
+    /// use the key without an array of it (LMDB's) does, as the fold stores every sample so.
+    func put(_ table: StateTable, position seq: UInt64, count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws
 }
 
 extension StateStore {
@@ -80,6 +83,19 @@ extension StateStore {
             initialized = count
         }
         try put(table, key, value)
+    }
+
+    public func put(_ table: StateTable, position seq: UInt64, count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try put(table, StateKey.position(seq), count: count, fill)
+    }
+
+    /// `put(table, position:count:fill:)` through a `ByteCursor`.
+    func put(_ table: StateTable, position seq: UInt64, count: Int, cursor write: (inout ByteCursor) -> Void) throws {
+        try put(table, position: seq, count: count) { (out: UnsafeMutableRawBufferPointer) in
+            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: count)
+            write(&cursor)
+            precondition(cursor.count == count, "ByteCursor wrote \(cursor.count) bytes, not \(count)")
+        }
     }
 
     /// `put(table, key, count:fill:)` through a `ByteCursor` (which checks that it wrote

@@ -38,7 +38,7 @@ struct SampleState: Equatable {
 
     /// Stores the state of `sample`, just admitted, under `position` in `db` (at the end of
     /// it), written in place in the map.
-    static func putActive(_ sample: Sample, at position: [UInt8], in txn: Transaction, _ db: Database) throws {
+    static func putActive(_ sample: Sample, at position: some KeyBytes, in txn: Transaction, _ db: Database) throws {
         let state = SampleState(status: .active, type: sample.type, start: sample.start, end: sample.end, unit: sample.unit)
         try txn.putReserved(db, position, count: state.encodedCount, append: true) { state.write(into: $0) }
     }
@@ -253,7 +253,7 @@ extension EventLog {
         // batch can carry the batch-end flag.
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
         func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8]), endsBatch: Bool) throws {
-            try txn.putReserved(events, item.seq.bigEndianBytes, count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
+            try txn.putReserved(events, SeqKey(item.seq), count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
                                 append: true) { out in
                 EventRecord.writeChained(into: out, seq: item.seq, recorded: recorded, endsBatch: endsBatch,
                                          body: item.body, typed: item.typed, previousHash: &previousHash)
@@ -262,14 +262,14 @@ extension EventLog {
 
         try produce { location, event in
             let body = event.body
-            let idKey = event.id.bytes
+            let idKey = IDKey(event.id)
             // The id goes in as the next seq's, unless it is there already: one search of the
             // index where a look-up and an insert took two (anything thrown after it aborts the
             // transaction). Not a sample with a sync version, which may turn out superseded and
             // must then write nothing: its id is looked up, and put in once it is appended.
             var versioned = false
             if case .sample(let sample) = event.payload, sample.syncId != nil, sample.syncVersion != nil { versioned = true }
-            if let existing = versioned ? try txn.get(ids, idKey) : try txn.insert(ids, idKey, (seq + 1).bigEndianBytes) {
+            if let existing = versioned ? try txn.get(ids, idKey) : try txn.insert(ids, idKey, SeqKey(seq + 1)) {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
@@ -281,7 +281,7 @@ extension EventLog {
                 if let held, held.seq == existingSeq {
                     found = held.body.withUnsafeBytes(compare)
                 } else {
-                    found = try txn.withValue(events, existingSeq.bigEndianBytes) { stored in
+                    found = try txn.withValue(events, SeqKey(existingSeq)) { stored in
                         guard let json = EventRecord.sections(of: stored)?.json else { return (false, false) }
                         return compare(json)
                     } ?? (false, false)
@@ -305,7 +305,7 @@ extension EventLog {
 
             // Per-sample state is keyed by the sample's seq, so a batch writes it on adjacent
             // pages at the end of the table rather than one random page per sample.
-            let position = (seq + 1).bigEndianBytes
+            let position = SeqKey(seq + 1)
             var target: UInt64?
             switch event.payload {
             case .sample(let sample):
@@ -321,7 +321,7 @@ extension EventLog {
             }
 
             seq += 1
-            if versioned { try txn.put(ids, idKey, seq.bigEndianBytes) }
+            if versioned { try txn.put(ids, idKey, SeqKey(seq)) }
             if let previous = held { try write(previous, endsBatch: false) }
             held = (seq, body, event.typed)
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
@@ -350,7 +350,7 @@ extension EventLog {
     /// Records an admitted sample at `position` (its seq) in the `samples` and `sync` indexes,
     /// marking the version it replaces as superseded. False, with nothing written, when the log
     /// already holds an equal or higher `syncVersion` of it.
-    private func index(_ sample: Sample, at position: [UInt8], in txn: Transaction) throws -> Bool {
+    private func index(_ sample: Sample, at position: SeqKey, in txn: Transaction) throws -> Bool {
         if let syncId = sample.syncId, let version = sample.syncVersion {
             let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
             if let stored = try txn.get(sync, key), stored.count == 16 {
@@ -361,7 +361,7 @@ extension EventLog {
                     try txn.put(samples, old, state.encoded)
                 }
             }
-            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position)
+            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position.bytes)
         }
         try SampleState.putActive(sample, at: position, in: txn, samples)
         return true
@@ -436,7 +436,7 @@ extension EventLog {
         // build admitted must stay repairable.)
         try forEachLoggedEvent(in: txn) { event, _ in
             switch event.payload {
-            case .sample(let sample): _ = try index(sample, at: event.seq.bigEndianBytes, in: txn)
+            case .sample(let sample): _ = try index(sample, at: SeqKey(event.seq), in: txn)
             case .correction(let correction): _ = try apply(correction, at: nil, in: txn, checkingRescale: false)
             case .grant, .revoke, .profile: break
             }

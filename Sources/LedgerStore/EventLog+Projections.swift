@@ -20,6 +20,14 @@ struct LMDBStateStore: StateStore {
     }
 
     func put(_ table: StateTable, _ key: [UInt8], count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try put(table, key: key, count: count, fill)
+    }
+
+    func put(_ table: StateTable, position seq: UInt64, count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try put(table, key: SeqKey(seq), count: count, fill)
+    }
+
+    private func put(_ table: StateTable, key: some KeyBytes, count: Int, _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
         if table == .samples {
             // Keyed by seq: a new sample's key is the largest, and LMDB's append mode then
             // skips the search and fills pages densely. An amendment rewrites an older key.

@@ -95,7 +95,7 @@ struct StateRecordTests {
         user.sources[.steps] = ["iPhone"]
         user.zones = ["UTC", "Europe/Paris"]
         let sample = SampleRecord(id: UUID(), user: 7, type: .distance, source: "iPhone", value: 1.5, unit: "km",
-                                  start: Timestamp(microseconds: 1), end: Timestamp(microseconds: 2), zone: "UTC", days: [20_000, 20_001])
+                                  start: Timestamp(microseconds: 1), end: Timestamp(microseconds: 2), zone: "UTC", days: 20_000..<20_002)
         let entry = BucketEntry(id: UUID(), source: "Watch", zone: "UTC", start: 1, end: 2, value: 3)
         let decoders: [(name: String, bytes: [UInt8], decode: ([UInt8]) throws -> Void)] = [
             ("user", user.encoded, { _ = try UserState(decoding: $0) }),
@@ -129,5 +129,14 @@ struct StateRecordTests {
         #expect(throws: DamagedState.self) { try StateKey.parseDay([0, 0, 0, 1, 9, 0, 0, 0, 0]) }  // type code 9
         // The last chunk number: the next chunk's would overflow (it trapped on the next append).
         #expect(throws: DamagedState.self) { try StateKey.parseBucketChunk(StateKey.bucketChunk(StateKey.day(1, .steps, 20_000), .max)) }
+        // A sample's days are held as a range: stored days that are not consecutive are damage.
+        var gap = sample.encoded
+        gap.replaceSubrange((gap.count - 8)..<gap.count, with: withUnsafeBytes(of: Int64(20_005).bigEndian) { Array($0) })
+        #expect(throws: DamagedState.self) { try SampleRecord(decoding: gap) }
+        var written = sample
+        written.days = 20_000..<20_003
+        #expect(try SampleRecord(decoding: written.encoded).days == 20_000..<20_003)
+        written.days = 0..<0
+        #expect(try SampleRecord(decoding: written.encoded).days.isEmpty)
     }
 }

@@ -1,4 +1,5 @@
 import CLMDB
+import Foundation
 
 /// An open LMDB transaction, valid only inside the `read { }` or `write { }` closure that
 /// received it. Byte buffers passed to callbacks point into the map and are valid only
@@ -32,13 +33,13 @@ public struct Transaction {
     }
 
     /// The value stored under `key`, copied out, or nil. Calls `mdb_get`.
-    public func get(_ db: Database, _ key: [UInt8]) throws -> [UInt8]? {
+    public func get(_ db: Database, _ key: some KeyBytes) throws -> [UInt8]? {
         try withValue(db, key) { Array($0) }
     }
 
     /// Calls `body` with the value stored under `key` while it is still in the map, or returns
     /// nil when there is none. Calls `mdb_get`.
-    public func withValue<R>(_ db: Database, _ key: [UInt8], _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
+    public func withValue<R>(_ db: Database, _ key: some KeyBytes, _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R? {
         try key.withUnsafeBytes { keyBytes in
             var k = MDB_val(reading: keyBytes)
             var v = MDB_val()
@@ -51,7 +52,7 @@ public struct Transaction {
 
     /// Stores `value` under `key`. With `append`, the key must sort after every existing key
     /// (`MDB_APPEND`, which is faster for the log's increasing `seq`). Calls `mdb_put`.
-    public func put(_ db: Database, _ key: [UInt8], _ value: [UInt8], append: Bool = false) throws {
+    public func put(_ db: Database, _ key: some KeyBytes, _ value: some KeyBytes, append: Bool = false) throws {
         try key.withUnsafeBytes { keyBytes in
             try value.withUnsafeBytes { valueBytes in
                 var k = MDB_val(reading: keyBytes)
@@ -64,7 +65,7 @@ public struct Transaction {
     /// Stores `value` under `key` unless the key is there already, in one search of the tree
     /// (`MDB_NOOVERWRITE`); returns the value already stored (copied), or nil when `value` was
     /// stored. Calls `mdb_put`.
-    public func insert(_ db: Database, _ key: [UInt8], _ value: [UInt8]) throws -> [UInt8]? {
+    public func insert(_ db: Database, _ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
         try key.withUnsafeBytes { keyBytes in
             try value.withUnsafeBytes { valueBytes in
                 var k = MDB_val(reading: keyBytes)
@@ -81,7 +82,7 @@ public struct Transaction {
     /// LMDB reserves for it in the map (`MDB_RESERVE`): a value built from parts needs no
     /// array of its own first. `fill` must write every byte; the space is valid only during
     /// it. With `append`, as `put`. Calls `mdb_put`.
-    public func putReserved(_ db: Database, _ key: [UInt8], count: Int, append: Bool = false,
+    public func putReserved(_ db: Database, _ key: some KeyBytes, count: Int, append: Bool = false,
                             _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
         try key.withUnsafeBytes { keyBytes in
             var k = MDB_val(reading: keyBytes)
@@ -210,6 +211,35 @@ extension FixedWidthInteger where Self: UnsignedInteger {
 
     public init(bigEndianBytes bytes: [UInt8]) {
         self = bytes.withUnsafeBytes { Self(bigEndianBytes: $0) }
+    }
+}
+
+/// Bytes handed to LMDB as a key or a value: an array, or a fixed-size key held inline
+/// (`SeqKey`, `IDKey`), which an append writes several of per event: as arrays, each was
+/// allocated and freed (about seven small arrays per imported record, under jemalloc's
+/// statistics).
+public protocol KeyBytes {
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R
+}
+
+extension Array: KeyBytes where Element == UInt8 {}
+
+/// A `seq` (or any `UInt64`) as the 8 big-endian bytes the log's keys are.
+public struct SeqKey: KeyBytes {
+    private let bigEndian: UInt64
+    public init(_ value: UInt64) { bigEndian = value.bigEndian }
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try Swift.withUnsafeBytes(of: bigEndian, body)
+    }
+}
+
+/// An event id as the 16 bytes of the `ids` index's keys (`UUID.bytes`).
+public struct IDKey: KeyBytes {
+    private let uuid: uuid_t
+    public init(_ id: UUID) { uuid = id.uuid }
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try Swift.withUnsafeBytes(of: uuid, body)
     }
 }
 
