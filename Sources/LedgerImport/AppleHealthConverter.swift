@@ -110,7 +110,7 @@ public struct AppleHealthConverter: Sendable {
         guard let unit = EventDecoder.sampleUnit(record.unit.flatMap { $0.isEmpty ? nil : $0 }, of: type) else { return nil }
         guard Sample.rangeProblem(value: value, unit: unit, type: type, start: start, end: end) == nil else { return nil }
         let version = record.sourceVersion.flatMap { $0.isEmpty ? nil : $0 }
-        let cleanedDevice = record.device.map { AppleHealthConverter.cleanDevice($0, memo: memo) }
+        let cleanedDevice = record.deviceText.map { $0.cleaned(memo: memo) }
         let device = cleanedDevice.flatMap { $0.isEmpty ? nil : $0 }
         if let version, !plainName(version) { return nil }
         if let device, !plainName(device) { return nil }
@@ -228,7 +228,7 @@ public struct AppleHealthConverter: Sendable {
         guard let sourceName = record.sourceName, !sourceName.isEmpty else { throw invalid("'sourceName' is missing") }
         var source: [String: JSONValue] = ["name": .string(sourceName)]
         if let version = record.sourceVersion, !version.isEmpty { source["version"] = .string(version) }
-        if let device = record.device.map({ AppleHealthConverter.cleanDevice($0) }), !device.isEmpty { source["device"] = .string(device) }
+        if let device = record.deviceText.map({ $0.cleaned() }), !device.isEmpty { source["device"] = .string(device) }
         var object: [String: JSONValue] = [
             "kind": .string("sample"), "user": .string(user), "type": .string(record.type),
             "value": .double(value), "start": .string(start), "end": .string(end), "source": .object(source),
@@ -244,7 +244,7 @@ public struct AppleHealthConverter: Sendable {
         }
         let id = derivedID(record, start: (start, try? Timestamp.parseRFC3339(start).0),
                            end: (end, try? Timestamp.parseRFC3339(end).0), valueText: valueText,
-                           sourceName: sourceName, device: record.device.map { AppleHealthConverter.cleanDevice($0) })
+                           sourceName: sourceName, device: record.deviceText.map { $0.cleaned() })
         object["id"] = .string(id.lowercased)
         do {
             return try EventDecoder.decode(.object(object))
@@ -379,21 +379,37 @@ public struct AppleHealthConverter: Sendable {
     /// `<<HKDevice: 0x174294140>, name:iPhone, …, software:10.0>` → `name:iPhone, …, software:10.0`.
     static func cleanDevice(_ text: String, memo: Memo? = nil) -> String {
         guard text.hasPrefix("<<HKDevice:") else { return text }
-        // Find ">, " in the bytes (Foundation's range(of:) costs more than the rest of a record).
         var text = text
         return text.withUTF8 { bytes -> String? in
-            var index = 0
-            while index + 2 < bytes.count,
-                  !(bytes[index] == UInt8(ascii: ">") && bytes[index + 1] == UInt8(ascii: ",") && bytes[index + 2] == UInt8(ascii: " ")) {
-                index += 1
-            }
-            guard index + 2 < bytes.count else { return nil }
-            var end = bytes.count
-            if end > index + 3, bytes[end - 1] == UInt8(ascii: ">") { end -= 1 }
-            let name = UnsafeBufferPointer(rebasing: bytes[(index + 3)..<end])
+            guard let range = nameAfterDevice(in: bytes) else { return nil }
+            let name = UnsafeBufferPointer(rebasing: bytes[range])
             let make = { (name: UnsafeBufferPointer<UInt8>) in String(decoding: name, as: UTF8.self) }
             return memo.map { $0.device(name, make) } ?? make(name)
         } ?? text
+    }
+
+    private static let devicePrefix = Array("<<HKDevice:".utf8)
+
+    /// Where `cleanDevice` finds the name in a device's bytes, or nil when it keeps them as
+    /// they are. Only for bytes whose prefix `String.hasPrefix` would take too: followed by
+    /// an ASCII byte, which no combining mark can join to the prefix's `:`.
+    static func deviceName(in bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        guard bytes.count > devicePrefix.count, bytes.starts(with: devicePrefix), bytes[devicePrefix.count] < 0x80 else { return nil }
+        return nameAfterDevice(in: bytes)
+    }
+
+    /// After the first `>, ` (found in the bytes: Foundation's range(of:) cost more than the
+    /// rest of a record), up to a last `>`; nil without one.
+    private static func nameAfterDevice(in bytes: UnsafeBufferPointer<UInt8>) -> Range<Int>? {
+        var index = 0
+        while index + 2 < bytes.count,
+              !(bytes[index] == UInt8(ascii: ">") && bytes[index + 1] == UInt8(ascii: ",") && bytes[index + 2] == UInt8(ascii: " ")) {
+            index += 1
+        }
+        guard index + 2 < bytes.count else { return nil }
+        var end = bytes.count
+        if end > index + 3, bytes[end - 1] == UInt8(ascii: ">") { end -= 1 }
+        return (index + 3)..<end
     }
 }
 

@@ -10,7 +10,12 @@ public struct HealthRecord: Sendable, Equatable {
     /// `sourceName`, or the legacy iOS 8 `source`.
     public var sourceName: String?
     public var sourceVersion: String?
-    public var device: String?
+    public var device: String? {
+        get { deviceText?.text }
+        set { deviceText = newValue.map(DeviceText.text) }
+    }
+    /// `device` as held: in Apple's form, in parts (`DeviceText`).
+    var deviceText: DeviceText?
     public var startDate: String? {
         get { startText?.string }
         set { startText = newValue.map(AttributeText.init) }
@@ -97,7 +102,7 @@ public struct HealthRecord: Sendable, Equatable {
         self.value = value
         self.sourceName = sourceName
         self.sourceVersion = sourceVersion
-        self.device = device
+        deviceText = device.map(DeviceText.text)
         startText = startDate.map(AttributeText.init)
         endText = endDate.map(AttributeText.init)
         creationText = creationDate.map(AttributeText.init)
@@ -132,7 +137,7 @@ public final class HealthExportReader {
     fileprivate var sawElement = false
     // Attribute values that repeat from record to record, each decoded once.
     private var recentTypes = RecentStrings(), recentUnits = RecentStrings(), recentSources = RecentStrings()
-    private var recentVersions = RecentStrings()
+    private var recentVersions = RecentStrings(), recentDevices = RecentStrings()
     private var ended = false
     private var failure: ImportError?
     /// The parser's first error (`sax.serror`): its message and line.
@@ -290,7 +295,7 @@ public final class HealthExportReader {
                 else if equals(name, "sourceVersion") { current.sourceVersion = string(attributes, index, recent: &recentVersions) }
                 else if equals(name, "startDate") { current.startText = text(attributes, index) }
             case UInt8(ascii: "d"):
-                if equals(name, "device") { current.device = string(attributes, index) }
+                if equals(name, "device") { current.deviceText = device(attributes, index) }
             case UInt8(ascii: "e"):
                 if equals(name, "endDate") { current.endText = text(attributes, index) }
             case UInt8(ascii: "c"):
@@ -415,6 +420,23 @@ public final class HealthExportReader {
 
     private static let escapedAmpersand = Array("&#38;".utf8)
 
+    /// A `device` attribute: in Apple's form, its name taken from `recentDevices` when the
+    /// same came lately, and the text before it inline; as a string otherwise.
+    private func device(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int) -> DeviceText {
+        let bytes = HealthExportReader.bytes(attributes, index)
+        guard !bytes.contains(UInt8(ascii: "&")), let range = AppleHealthConverter.deviceName(in: bytes) else {
+            return .text(HealthExportReader.decoded(bytes))
+        }
+        let name = UnsafeBufferPointer(rebasing: bytes[range])
+        let text = recentDevices.string(for: name) ?? {
+            let text = String(decoding: name, as: UTF8.self)
+            recentDevices.remember(name, as: text)
+            return text
+        }()
+        return .parts(head: AttributeText(bytes: UnsafeBufferPointer(rebasing: bytes[..<range.lowerBound])), name: text,
+                      closed: range.upperBound < bytes.count)
+    }
+
     /// `string(attributes, index)`, taken from `recent` when the same bytes came lately.
     private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int,
                         recent: inout RecentStrings) -> String {
@@ -462,6 +484,32 @@ struct AttributeText: Sendable {
     func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
         if var long { return try long.withUTF8(body) }
         return try short.withBytes(body)
+    }
+}
+
+/// A record's `device`. Apple writes `<<HKDevice: ADDRESS>, NAME>`, the address new in every
+/// record and the name the same from record to record, and the ledger keeps the name alone
+/// (`AppleHealthConverter.cleanDevice`): held as the text before the name (inline) and the
+/// name (a string the reader shares between records), a record's device takes no string of
+/// its own (it was one allocation per record). Any other text is held as it is.
+enum DeviceText: Sendable {
+    case text(String)
+    case parts(head: AttributeText, name: String, closed: Bool)
+
+    /// The attribute's text.
+    var text: String {
+        switch self {
+        case .text(let text): text
+        case .parts(let head, let name, let closed): head.string + name + (closed ? ">" : "")
+        }
+    }
+
+    /// `AppleHealthConverter.cleanDevice(text)`.
+    func cleaned(memo: AppleHealthConverter.Memo? = nil) -> String {
+        switch self {
+        case .text(let text): AppleHealthConverter.cleanDevice(text, memo: memo)
+        case .parts(_, let name, _): name
+        }
     }
 }
 

@@ -154,6 +154,35 @@ struct HealthExportReaderTests {
         }
     }
 
+    /// The reader holds a device in Apple's form in parts (`DeviceText`): the record's
+    /// `device` must still be the attribute's text, and the name the ledger keeps the one
+    /// `cleanDevice` finds in that text, for every form, odd ones included.
+    @Test("device attributes: the text kept, and the name cleaned from it, in every form")
+    func devices() throws {
+        let devices = [
+            "<<HKDevice: 0x60000>, name:iPhone, model:iPhone15,2>",
+            "<<HKDevice: 0x60001>, name:iPhone, model:iPhone15,2>",  // the same name again
+            "<<HKDevice: 0x1>, name:Watch>", "<<HKDevice: 0x1>, >", "<<HKDevice: 0x1>, x", "<<HKDevice: 0x1>>",
+            "<<HKDevice:>, a, b>, c>", "<<HKDevice:", "<<HKDevice:é 0x1>, name:x>", "<<HKDevice:\u{301} 0x1>, name:x>",
+            "<<HKDevice: 0x1>, name:a&b>", "<<HKDevice: 0x1>, name:\(String(repeating: "n", count: 100))>",
+            "<<HKDevice: 0x\(String(repeating: "f", count: 40))>, name:long head>", "plain", "",
+        ]
+        func escaped(_ text: String) -> String {
+            text.replacingOccurrences(of: "&", with: "&#38;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        let records = devices.enumerated().map { index, device in
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="phone" value="\#(index)" device="\#(escaped(device))"/>"#
+        }
+        let path = try write("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let read = try readAll(path)
+        #expect(read.map(\.device) == devices)
+        for (record, device) in zip(read, devices) {
+            #expect(record.deviceText?.cleaned() == AppleHealthConverter.cleanDevice(device), "\(device)")
+        }
+        #expect(read[0].deviceText?.cleaned() == "name:iPhone, model:iPhone15,2")
+    }
+
     @Test("attributes, entities, metadata, correlations and nesting")
     func shapes() throws {
         let path = try write("""
