@@ -48,6 +48,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
 
     /// `parseRFC3339` over the text's UTF-8 bytes (no copy of them is made).
     public static func parseRFC3339(utf8: UnsafeBufferPointer<UInt8>) throws(ParseError) -> (Timestamp, offset: Int) {
+        if let parsed = parseWholeSeconds(utf8) { return parsed }
         if utf8.count < 20 { throw .malformed }
         func digits(_ from: Int, _ count: Int) throws(ParseError) -> Int {
             var value = 0
@@ -108,6 +109,40 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
         let days = CivilDate(year: year, month: month, day: day).daysSinceEpoch
         let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
         return (Timestamp(microseconds: seconds * 1_000_000 + Int64(micros)), offset)
+    }
+
+    /// The instant of a date in whole seconds with `Z` or an offset (`2017-08-22T07:14:00Z`,
+    /// `2017-08-22T07:14:00+02:00`): the form every imported and nearly every appended date
+    /// has, read at fixed places without a loop per field (about a sixth of the general
+    /// path's instructions; it was 4 % of an import's reading thread). Nil for anything else,
+    /// valid or not, which the general path then reads and names the problem of.
+    private static func parseWholeSeconds(_ utf8: UnsafeBufferPointer<UInt8>) -> (Timestamp, offset: Int)? {
+        guard utf8.count == 20 || utf8.count == 25, let bytes = utf8.baseAddress else { return nil }
+        @inline(__always) func digit(_ index: Int) -> Int? {
+            let value = bytes[index] &- 48
+            return value <= 9 ? Int(value) : nil
+        }
+        @inline(__always) func two(_ index: Int) -> Int? {
+            guard let tens = digit(index), let ones = digit(index + 1) else { return nil }
+            return tens * 10 + ones
+        }
+        guard bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"), bytes[10] | 0x20 == UInt8(ascii: "t"),
+              bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+              let century = two(0), let yearOfCentury = two(2), let month = two(5), let day = two(8),
+              let hour = two(11), let minute = two(14), let second = two(17) else { return nil }
+        var offset = 0
+        if utf8.count == 20 {
+            guard bytes[19] | 0x20 == UInt8(ascii: "z") else { return nil }
+        } else {
+            guard bytes[19] == UInt8(ascii: "+") || bytes[19] == UInt8(ascii: "-"), bytes[22] == UInt8(ascii: ":"),
+                  let offsetHours = two(20), let offsetMinutes = two(23), offsetHours <= 23, offsetMinutes <= 59 else { return nil }
+            offset = (bytes[19] == UInt8(ascii: "-") ? -1 : 1) * (offsetHours * 3600 + offsetMinutes * 60)
+        }
+        let year = century * 100 + yearOfCentury
+        guard CivilDate.isValid(year: year, month: month, day: day), hour <= 23, minute <= 59, second <= 59 else { return nil }
+        let days = CivilDate(year: year, month: month, day: day).daysSinceEpoch
+        let seconds = Int64(days) * 86_400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offset)
+        return (Timestamp(microseconds: seconds * 1_000_000), offset)
     }
 
     /// RFC 3339 in UTC with microseconds: `2026-11-29T20:30:00.123456Z`.

@@ -20,6 +20,43 @@ private func parseError(_ text: String) -> Timestamp.ParseError? {
 
 @Suite("Timestamp: RFC 3339 parsing")
 struct TimestampParsingTests {
+    /// Dates of 20 and 25 bytes (whole seconds, `Z` or an offset) are read at fixed places
+    /// (`parseWholeSeconds`); the same date with a fraction of `.0` goes the general way. Both
+    /// must give the same instant and offset, or the same error, for dates valid and not:
+    /// random digits in every field (month 13, 30 February, hour 24, offset +24:00), and a
+    /// byte of each changed at random.
+    @Test("whole-second dates read at fixed places agree with the general parser (seeded)")
+    func wholeSecondsAgree() throws {
+        var random = SplitMix64(seed: 3339)
+        func digits(_ range: ClosedRange<Int>, width: Int) -> String {
+            let text = String(Int.random(in: range, using: &random))
+            return String(repeating: "0", count: width - text.count) + text
+        }
+        for round in 0..<20_000 {
+            var date = digits(1...9999, width: 4) + "-" + digits(0...13, width: 2) + "-" + digits(0...32, width: 2)
+                + (Bool.random(using: &random) ? "T" : "t")
+                + digits(0...24, width: 2) + ":" + digits(0...60, width: 2) + ":" + digits(0...60, width: 2)
+            switch Int.random(in: 0..<3, using: &random) {
+            case 0: date += Bool.random(using: &random) ? "Z" : "z"
+            default: date += (Bool.random(using: &random) ? "+" : "-") + digits(0...24, width: 2) + ":" + digits(0...60, width: 2)
+            }
+            var bytes = Array(date.utf8)
+            if round % 3 == 0 {
+                bytes[Int.random(in: 0..<bytes.count, using: &random)] = UInt8.random(in: 0...127, using: &random)
+            }
+            let text = String(decoding: bytes, as: UTF8.self)
+            let general = String(decoding: bytes[..<19] + Array(".0".utf8) + bytes[19...], as: UTF8.self)
+            switch (Result { () throws(Timestamp.ParseError) in try parse(text) }, Result { () throws(Timestamp.ParseError) in try parse(general) }) {
+            case (.success(let a), .success(let b)):
+                #expect(a.0 == b.0 && a.offset == b.offset, "\(text) vs \(general)")
+            case (.failure(let a), .failure(let b)):
+                #expect(a == b, "\(text): \(a) vs \(general): \(b)")
+            case (let a, let b):
+                Issue.record("\(text): \(a) vs \(general): \(b)")
+            }
+        }
+    }
+
     @Test("an offset fixes the instant and is returned in seconds east of UTC")
     func offsets() throws {
         let (plus8, offset8) = try parse("2026-11-29T08:00:00+08:00")
