@@ -293,9 +293,29 @@ struct ByteLevelHelperTests {
         }
     }
 
+    /// Short strings and, joined three to seven at a time, long ones: the checks read eight
+    /// bytes at a time (`ByteScan`), so a long string has words and a tail.
+    static func shortAndLongStrings(seed: UInt64) -> [String] {
+        let short = randomStrings(count: 5_000, seed: seed)
+        var random = SplitMix64(seed: seed &+ 1)
+        let long = (0..<3_000).map { _ in (0..<(3 + Int(random.next() % 5))).map { _ in short[Int(random.next() % 5_000)] }.joined() }
+        return short + long
+    }
+
+    @Test("needsNoEscape is the byte-by-byte definition, for short and long strings")
+    func noEscape() {
+        for text in ByteLevelHelperTests.shortAndLongStrings(seed: 17) {
+            var text = text
+            text.withUTF8 { bytes in
+                let reference = !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+                #expect(JSONValue.needsNoEscape(bytes) == reference, "\(Array(bytes))")
+            }
+        }
+    }
+
     @Test("containsControlCharacter reads the bytes as the scalar definition reads the text")
     func controlCharacters() {
-        for text in ByteLevelHelperTests.randomStrings(count: 5_000, seed: 11) {
+        for text in ByteLevelHelperTests.shortAndLongStrings(seed: 11) {
             let reference = text.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }
             #expect(EventDecoder.containsControlCharacter(text) == reference, "\(Array(text.utf8))")
         }
