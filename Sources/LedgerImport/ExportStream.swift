@@ -223,8 +223,31 @@ final class ExportStream {
 
     /// Fills `buffer` with up to `capacity` cleaned bytes; 0 at the end, -1 on a read error.
     func read(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
+        guard fill() else { return finished && pendingOffset >= pending.count ? 0 : -1 }
+        let count = min(capacity, pending.count - pendingOffset)
+        pending.withUnsafeBufferPointer { source in
+            buffer.update(from: source.baseAddress! + pendingOffset, count: count)
+        }
+        pendingOffset += count
+        return count
+    }
+
+    /// Lends `body` the cleaned bytes not yet handed over, all of them (a read's worth), and
+    /// returns their count: 0 at the end, -1 on a read error (`body` is not called for either).
+    /// The parser reads them where they are: copied into a buffer of its own first, every
+    /// byte of an export was copied once more.
+    func withNextBytes(_ body: (UnsafeBufferPointer<UInt8>) -> Void) -> Int {
+        guard fill() else { return finished && pendingOffset >= pending.count ? 0 : -1 }
+        let count = pending.count - pendingOffset
+        pending.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[pendingOffset...])) }
+        pendingOffset = pending.count
+        return count
+    }
+
+    /// Reads and cleans until some bytes are pending; false at the end or on an error.
+    private func fill() -> Bool {
         while pendingOffset >= pending.count {
-            if finished { return 0 }
+            if finished { return false }
             let count: Int
             switch source {
             case .file(let fd):
@@ -239,13 +262,13 @@ final class ExportStream {
                 count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })
                 if count < 0 { problem = zip.fileError(file).map { "the archive could not be read: " + String(cString: $0) } }
             }
-            if count < 0 { return -1 }
+            if count < 0 { return false }
             if count == 0 {
                 // Cut inside the DOCTYPE (a truncated export: iOS 16's is about 9 KB): the
                 // parser, which never sees it, would say the file holds no document.
                 if doctype == .inside {
                     problem = "the file ends inside its DOCTYPE, before the document (is it truncated?)"
-                    return -1
+                    return false
                 }
                 // What was held back while looking for a DOCTYPE is plain text after all.
                 finished = true
@@ -254,26 +277,26 @@ final class ExportStream {
                 carry = []
             } else {
                 bytesRead += Int64(count)
-                let input = carry + raw[0..<count]
-                carry = []
-                pending = clean(input)
-                if problem != nil { return -1 }
+                // The read is cleaned where it is, unless bytes held back go before it.
+                if carry.isEmpty {
+                    pending = clean(raw[0..<count])
+                } else {
+                    let input = carry + raw[0..<count]
+                    carry = []
+                    pending = clean(input[...])
+                }
+                if problem != nil { return false }
             }
             pendingOffset = 0
         }
-        let count = min(capacity, pending.count - pendingOffset)
-        pending.withUnsafeBufferPointer { source in
-            buffer.update(from: source.baseAddress! + pendingOffset, count: count)
-        }
-        pendingOffset += count
-        return count
+        return true
     }
 
     private static let doctypeOpen = Array("<!DOCTYPE".utf8)
 
     /// Drops the DOCTYPE and replaces forbidden control characters. Holds back a tail that
     /// might be the start of `<!DOCTYPE` split across reads.
-    private func clean(_ bytes: [UInt8]) -> [UInt8] {
+    private func clean(_ bytes: ArraySlice<UInt8>) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var index = 0

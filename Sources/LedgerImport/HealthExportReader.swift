@@ -121,7 +121,6 @@ public final class HealthExportReader {
     private var parser: xmlParserCtxtPtr?
     private let xml: LibXML2
     private let path: String
-    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
 
     // What the callbacks build, read by `next()` from `readIndex` on: each record is swapped
     // out of the list and into it (`HealthRecord.empty`), so none is copied, and the list's
@@ -215,16 +214,18 @@ public final class HealthExportReader {
         // libxml2's generic error handler is per thread, and the reading thread is not the
         // one that made the parser: unsilenced there, an encoding error printed its own line.
         ledger_xml_silence(xml.setGenericErrorFunc)
-        let count = buffer.withUnsafeMutableBufferPointer { stream.read(into: $0.baseAddress!, capacity: $0.count) }
+        // The stream's cleaned bytes are parsed where they are (a read's worth at a time).
+        var status: Int32 = 0
+        let count = stream.withNextBytes { bytes in
+            if let last = bytes.last(where: { $0 > 0x20 }) { lastByte = last }
+            status = bytes.withMemoryRebound(to: CChar.self) { xml.parseChunk(parser, $0.baseAddress, Int32($0.count), 0) }
+        }
         if count < 0 {
             ended = true
             failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: stream.problem ?? "the file could not be read")
             return
         }
-        if let last = buffer[..<count].last(where: { $0 > 0x20 }) { lastByte = last }
-        let status = buffer.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { xml.parseChunk(parser, $0.baseAddress, Int32(count), count == 0 ? 1 : 0) }
-        }
+        if count == 0 { status = xml.parseChunk(parser, nil, 0, 1) }
         if failure != nil || status != 0 || parser?.pointee.wellFormed == 0 {
             ended = true
             failure = failure ?? malformed(atEnd: count == 0)
