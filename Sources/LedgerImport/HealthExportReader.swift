@@ -313,8 +313,14 @@ public final class HealthExportReader {
     /// first, and Swift's string equality takes a KELVIN SIGN for a K).
     private static func metadataKey(_ bytes: UnsafeBufferPointer<UInt8>) -> HealthRecord.MetadataKey? {
         if bytes.contains(where: { $0 == UInt8(ascii: "&") || $0 >= 0x80 }) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
-        return HealthRecord.MetadataKey.allCases.first { $0.rawValue.utf8.elementsEqual(bytes) }
+        return metadataKeys.first { key in
+            key.bytes.count == bytes.count && key.bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
+        }?.key
     }
+
+    /// Each key read and its bytes: compared with `memcmp`, where comparing a name's UTF-8
+    /// view byte by byte took 600 instructions a `MetadataEntry` (callgrind).
+    private static let metadataKeys = HealthRecord.MetadataKey.allCases.map { (key: $0, bytes: Array($0.rawValue.utf8)) }
 
     fileprivate func end(_ name: UnsafePointer<xmlChar>) {
         defer { depth -= 1 }
