@@ -120,14 +120,27 @@ package struct ByteWriter {
         let sign = value < 0 ? 1 : 0
         let out = claim(sign + digits)
         if sign == 1 { out.initialize(to: UInt8(ascii: "-")) }
+        // Two digits at a time, from a table of the hundred pairs: half the divisions (an
+        // import writes four numbers a record, of 16 digits for its instants).
         var index = sign + digits
-        repeat {
-            index -= 1
-            let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
-            (out + index).initialize(to: UInt8(truncatingIfNeeded: 48 &+ remainder))
+        let pairs = ByteCursor.digitPairs.utf8Start
+        while magnitude >= 100 {
+            let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 100)
+            index -= 2
+            (out + index).initialize(to: pairs[Int(remainder) &* 2])
+            (out + index + 1).initialize(to: pairs[Int(remainder) &* 2 &+ 1])
             magnitude = quotient
-        } while index > sign
+        }
+        if magnitude >= 10 {
+            (out + sign).initialize(to: pairs[Int(magnitude) &* 2])
+            (out + sign + 1).initialize(to: pairs[Int(magnitude) &* 2 &+ 1])
+        } else {
+            (out + sign).initialize(to: UInt8(truncatingIfNeeded: 48 &+ magnitude))
+        }
     }
+
+    private static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
 
     @inlinable package mutating func uuid(_ value: UUID) {
         withUnsafeBytes(of: value.uuid) { bytes($0.assumingMemoryBound(to: UInt8.self)) }

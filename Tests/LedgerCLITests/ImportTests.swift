@@ -952,7 +952,7 @@ struct ExportDateTests {
 
     @Test("ByteCursor.decimal writes String(value)'s bytes")
     func decimal() {
-        var values: [Int64] = [0, 1, -1, 9, 10, -10, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
+        var values: [Int64] = [0, 1, -1, 9, 10, -10, 11, 99, -99, 100, -100, 101, 1_000, 999_999_999_999_999, 1_000_000_000_000_000, 1_700_000_000_000_000,
                                -62_135_596_800_000_000, .max, .min, .max - 1, .min + 1]
         var random = SplitMix64(seed: 5)
         for _ in 0..<2_000 { values.append(Int64(bitPattern: random.next()) >> Int64(random.next() % 63)) }
