@@ -221,17 +221,6 @@ final class ExportStream {
     /// Bytes read from a pipe to tell a zip from XML, not yet handed over.
     private var unread: [UInt8] = []
 
-    /// Fills `buffer` with up to `capacity` cleaned bytes; 0 at the end, -1 on a read error.
-    func read(into buffer: UnsafeMutablePointer<UInt8>, capacity: Int) -> Int {
-        guard fill() else { return finished && pendingOffset >= pending.count ? 0 : -1 }
-        let count = min(capacity, pending.count - pendingOffset)
-        pending.withUnsafeBufferPointer { source in
-            buffer.update(from: source.baseAddress! + pendingOffset, count: count)
-        }
-        pendingOffset += count
-        return count
-    }
-
     /// Lends `body` the cleaned bytes not yet handed over, all of them (a read's worth), and
     /// returns their count: 0 at the end, -1 on a read error (`body` is not called for either).
     /// The parser reads them where they are: copied into a buffer of its own first, every
@@ -481,8 +470,9 @@ final class ExportStream {
             case .tag:
                 // The first `>` outside a quoted value ends it (XML allows `>` in a value; a
                 // `<!--` after one, in the value, was taken for a comment). Apple quotes values
-                // with `"`; a `'`-quoted value holding `"` and `>` would end the tag early,
-                // which only lets what follows through as text.
+                // with `"`; a `'`-quoted value holding an odd number of `"` leaves the count
+                // wrong, and what follows is taken for the inside of a tag until a tag with an
+                // odd number of `"` sets it right (its comments passed on, its gaps counted).
                 guard let close = ExportStream.firstIndex(of: UInt8(ascii: ">"), in: bytes[index...]) else {
                     if ExportStream.count(UInt8(ascii: "\""), in: bytes[index...]) % 2 == 1 { inQuotedValue.toggle() }
                     return passToEnd()
@@ -582,10 +572,12 @@ final class ExportStream {
     }
 
     /// The last `<` of `bytes` when none of them begins `<!` or `<?` (a `<` that ends them
-    /// may: the markup from there on is followed as before).
+    /// may: the markup from there on is followed as before) and none is a `'`: only a
+    /// `'`-quoted value can hold a `"` that leaves the tags' count of them odd, and the state
+    /// the tags skipped would have left is then not the one at their last `<`.
     private static func lastOrdinaryTag(in bytes: ArraySlice<UInt8>) -> Int? {
         bytes.withUnsafeBufferPointer { buffer -> Int? in
-            guard let base = buffer.baseAddress else { return nil }
+            guard let base = buffer.baseAddress, memchr(base, Int32(UInt8(ascii: "'")), buffer.count) == nil else { return nil }
             let end = base + buffer.count
             var from = base
             var last: UnsafePointer<UInt8>?

@@ -157,6 +157,30 @@ struct HealthExportReaderTests {
     /// The reader holds a device in Apple's form in parts (`DeviceText`): the record's
     /// `device` must still be the attribute's text, and the name the ledger keeps the one
     /// `cleanDevice` finds in that text, for every form, odd ones included.
+    /// A `'`-quoted value holding a `"` leaves the tag-by-tag count of quotes odd (the stream
+    /// then takes what follows for the inside of a tag, and counts its bytes as one gap) until
+    /// a tag with an odd number of `"` sets it right. Reads of plain tags passed whole must
+    /// leave the same state, wherever the reads end: a review found the outcome depended on
+    /// where the odd tags fell (tags skipped before a read's last `<` were not counted).
+    @Test("a '-quoted value holding a quote: the same outcome wherever the reads end")
+    func singleQuotedValues() throws {
+        func record(_ value: Int) -> String {
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="phone" value="\#(value)"/>"#
+        }
+        let records = (0..<13_000).map { record($0) + "\n" }.joined()  // about 1.1 MB
+        for padding in [0, 1_000, 100_000, 262_000] {
+            let pad = String(repeating: " ", count: padding)
+            // One odd tag, then more than 1 MiB taken for the inside of a tag: refused.
+            let stuck = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + records + "</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: stuck) }
+            #expect(throws: ImportError.self, "padding \(padding)") { try readAll(stuck) }
+            // A second odd tag sets the count right: every record is read.
+            let righted = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + record(-1) + "\n<Me b='\"'/>\n" + records + "</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: righted) }
+            #expect(try readAll(righted).count == 13_001, "padding \(padding)")
+        }
+    }
+
     @Test("device attributes: the text kept, and the name cleaned from it, in every form")
     func devices() throws {
         let devices = [
