@@ -89,23 +89,21 @@ extension StateStore {
         try put(table, StateKey.position(seq), count: count, fill)
     }
 
-    /// `put(table, position:count:fill:)` through a `ByteCursor`.
+    /// `put(table, position:count:fill:)` through a `ByteCursor` (`write(into:count:_:)`).
     func put(_ table: StateTable, position seq: UInt64, count: Int, cursor write: (inout ByteCursor) -> Void) throws {
-        try put(table, position: seq, count: count) { (out: UnsafeMutableRawBufferPointer) in
-            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: count)
-            write(&cursor)
-            precondition(cursor.count == count, "ByteCursor wrote \(cursor.count) bytes, not \(count)")
-        }
+        try put(table, position: seq, count: count) { Self.write(into: $0, count: count, write) }
     }
 
-    /// `put(table, key, count:fill:)` through a `ByteCursor` (which checks that it wrote
-    /// `count` bytes).
+    /// `put(table, key, count:fill:)` through a `ByteCursor` (`write(into:count:_:)`).
     func put(_ table: StateTable, _ key: [UInt8], count: Int, cursor write: (inout ByteCursor) -> Void) throws {
-        try put(table, key, count: count) { (out: UnsafeMutableRawBufferPointer) in
-            var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: count)
-            write(&cursor)
-            precondition(cursor.count == count, "wrote \(cursor.count) bytes of \(count)")
-        }
+        try put(table, key, count: count) { Self.write(into: $0, count: count, write) }
+    }
+
+    /// Runs `write` with a cursor over `out`, checking that it wrote all `count` bytes.
+    private static func write(into out: UnsafeMutableRawBufferPointer, count: Int, _ write: (inout ByteCursor) -> Void) {
+        var cursor = ByteCursor(out.baseAddress!.assumingMemoryBound(to: UInt8.self), capacity: count)
+        write(&cursor)
+        precondition(cursor.count == count, "wrote \(cursor.count) bytes of \(count)")
     }
 
     public func scanInPlace(_ table: StateTable, prefix: [UInt8],

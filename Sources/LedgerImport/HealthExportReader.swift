@@ -313,9 +313,7 @@ public final class HealthExportReader {
     /// first, and Swift's string equality takes a KELVIN SIGN for a K).
     private static func metadataKey(_ bytes: UnsafeBufferPointer<UInt8>) -> HealthRecord.MetadataKey? {
         if bytes.contains(where: { $0 == UInt8(ascii: "&") || $0 >= 0x80 }) { return HealthRecord.MetadataKey(rawValue: decoded(bytes)) }
-        return metadataKeys.first { key in
-            key.bytes.count == bytes.count && key.bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
-        }?.key
+        return metadataKeys.first { sameBytes($0.bytes, bytes) }?.key
     }
 
     /// Each key read and its bytes: compared with `memcmp`, where comparing a name's UTF-8
@@ -434,12 +432,7 @@ public final class HealthExportReader {
         guard !bytes.contains(UInt8(ascii: "&")), let range = AppleHealthConverter.deviceName(in: bytes) else {
             return .text(HealthExportReader.decoded(bytes))
         }
-        let name = UnsafeBufferPointer(rebasing: bytes[range])
-        let text = recentDevices.string(for: name) ?? {
-            let text = String(decoding: name, as: UTF8.self)
-            recentDevices.remember(name, as: text)
-            return text
-        }()
+        let text = recentDevices.string(for: UnsafeBufferPointer(rebasing: bytes[range])) { String(decoding: $0, as: UTF8.self) }
         return .parts(head: AttributeText(bytes: UnsafeBufferPointer(rebasing: bytes[..<range.lowerBound])), name: text,
                       closed: range.upperBound < bytes.count)
     }
@@ -447,11 +440,7 @@ public final class HealthExportReader {
     /// `string(attributes, index)`, taken from `recent` when the same bytes came lately.
     private func string(_ attributes: UnsafeMutablePointer<UnsafePointer<xmlChar>?>, _ index: Int,
                         recent: inout RecentStrings) -> String {
-        let bytes = HealthExportReader.bytes(attributes, index)
-        if let known = recent.string(for: bytes) { return known }
-        let text = HealthExportReader.decoded(bytes)
-        recent.remember(bytes, as: text)
-        return text
+        recent.string(for: HealthExportReader.bytes(attributes, index), HealthExportReader.decoded)
     }
 }
 
@@ -529,12 +518,16 @@ struct RecentStrings {
     private static let capacity = 8
 
     func string(for bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        for entry in entries where entry.bytes.count == bytes.count {
-            if bytes.isEmpty { return entry.text }
-            let same = entry.bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
-            if same { return entry.text }
-        }
+        for entry in entries where sameBytes(entry.bytes, bytes) { return entry.text }
         return nil
+    }
+
+    /// `string(for: bytes)`, or `make(bytes)`, remembered.
+    mutating func string(for bytes: UnsafeBufferPointer<UInt8>, _ make: (UnsafeBufferPointer<UInt8>) -> String) -> String {
+        if let known = string(for: bytes) { return known }
+        let text = make(bytes)
+        remember(bytes, as: text)
+        return text
     }
 
     mutating func remember(_ bytes: UnsafeBufferPointer<UInt8>, as text: String) {
@@ -545,6 +538,13 @@ struct RecentStrings {
             oldest = (oldest + 1) % RecentStrings.capacity
         }
     }
+}
+
+/// Whether `bytes` are `known`'s bytes (`memcmp`, after the counts).
+private func sameBytes(_ known: [UInt8], _ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard known.count == bytes.count else { return false }
+    guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+    return known.withUnsafeBufferPointer { memcmp($0.baseAddress!, base, bytes.count) == 0 }
 }
 
 /// Why an import stopped.

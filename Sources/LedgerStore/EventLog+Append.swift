@@ -361,7 +361,7 @@ extension EventLog {
                     try txn.put(samples, old, state.encoded)
                 }
             }
-            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position.bytes)
+            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position.value.bigEndianBytes)
         }
         try SampleState.putActive(sample, at: position, in: txn, samples)
         return true

@@ -226,11 +226,10 @@ extension Array: KeyBytes where Element == UInt8 {}
 
 /// A `seq` (or any `UInt64`) as the 8 big-endian bytes the log's keys are.
 public struct SeqKey: KeyBytes {
-    private let bigEndian: UInt64
-    public init(_ value: UInt64) { bigEndian = value.bigEndian }
-    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+    public let value: UInt64
+    public init(_ value: UInt64) { self.value = value }
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try Swift.withUnsafeBytes(of: bigEndian, body)
+        try Swift.withUnsafeBytes(of: value.bigEndian, body)
     }
 }
 
