@@ -57,6 +57,40 @@ public enum Digest {
     }
 }
 
+/// The SHA-256 of a record's content (from byte 42 on: the JSON's length, the JSON and the typed
+/// event), which a format 3 record's chain hash covers in place of the content itself
+/// (docs/STORAGE.md). Held inline (no array per event), and computed where the event is
+/// prepared: an import's reading thread hashes each event's few hundred bytes, and the
+/// appending thread, the import's slower one, hashes only the 81 bytes that chain it.
+public struct ContentDigest: Sendable, Equatable {
+    private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+
+    /// The digest of the content a record stores for `body` (the canonical JSON) and `typed`.
+    public init(body: [UInt8], typed: [UInt8]) {
+        withUnsafeMutableBytes(of: &storage) { digest in
+            Swift.withUnsafeBytes(of: UInt32(body.count).bigEndian) { length in
+                Digest.sha256(into: digest) { update in
+                    update(length)
+                    body.withUnsafeBytes(update)
+                    typed.withUnsafeBytes(update)
+                }
+            }
+        }
+    }
+
+    /// The digest of stored content, read in place.
+    public init(content: UnsafeRawBufferPointer) {
+        withUnsafeMutableBytes(of: &storage) { digest in Digest.sha256(into: digest) { update in update(content) } }
+    }
+
+    /// The 32 bytes.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try Swift.withUnsafeBytes(of: storage, body)
+    }
+
+    public static func == (a: ContentDigest, b: ContentDigest) -> Bool { a.storage == b.storage }
+}
+
 extension Array where Element == UInt8 {
     /// Lower-case hex.
     public var hex: String {

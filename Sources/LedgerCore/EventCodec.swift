@@ -1,7 +1,7 @@
 import Foundation
 
 /// The typed view of an event (`id` and `payload`) as compact bytes, stored next to the
-/// canonical JSON in each record (format 2, docs/STORAGE.md) so that rebuilds, replays and
+/// canonical JSON in each record (formats 2 and 3, docs/STORAGE.md) so that rebuilds, replays and
 /// subscriptions fold the log without parsing JSON or validating again.
 ///
 /// Layout: id (16 bytes), kind (u8), then per kind fixed-width big-endian fields and strings
@@ -255,6 +255,9 @@ public struct PreparedEvent: Sendable {
     public let payload: Event.Payload
     public let body: [UInt8]
     public let typed: [UInt8]
+    /// The SHA-256 of the content its record will store (`ContentDigest`), which the record's
+    /// chain hash covers: computed here, where the event is made, not where it is appended.
+    public let contentDigest: ContentDigest
 
     public init(_ event: Event) {
         self.init(id: event.id, payload: event.payload, canonicalBody: event.document.canonicalBytes)
@@ -273,5 +276,6 @@ public struct PreparedEvent: Sendable {
         self.payload = payload
         body = canonicalBody
         self.typed = typed
+        contentDigest = ContentDigest(body: canonicalBody, typed: typed)
     }
 }

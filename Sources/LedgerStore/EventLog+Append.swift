@@ -251,12 +251,12 @@ extension EventLog {
         let fold = try projectionFold(in: txn, head: head.seq)
         // The newest record is held back until the next one arrives, so that the last of the
         // batch can carry the batch-end flag.
-        var held: (seq: UInt64, body: [UInt8], typed: [UInt8])?
-        func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8]), endsBatch: Bool) throws {
+        var held: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest)?
+        func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest), endsBatch: Bool) throws {
             try txn.putReserved(events, SeqKey(item.seq), count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
                                 append: true) { out in
                 EventRecord.writeChained(into: out, seq: item.seq, recorded: recorded, endsBatch: endsBatch,
-                                         body: item.body, typed: item.typed, previousHash: &previousHash)
+                                         body: item.body, typed: item.typed, content: item.content, previousHash: &previousHash)
             }
         }
 
@@ -323,7 +323,7 @@ extension EventLog {
             seq += 1
             if versioned { try txn.put(ids, idKey, SeqKey(seq)) }
             if let previous = held { try write(previous, endsBatch: false) }
-            held = (seq, body, event.typed)
+            held = (seq, body, event.typed, event.contentDigest)
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
             counts[event.payload.kind.ordinal] += 1
             result.appended += 1
@@ -335,6 +335,7 @@ extension EventLog {
             }
         }
         if let last = held { try write(last, endsBatch: true) }
+        if result.appended > 0 { try markContentDigests(in: txn) }
         try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(seq, in: txn)
         for kind in EventKind.allCases where counts[kind.ordinal] > 0 {

@@ -119,6 +119,13 @@ public final class EventLog: Sendable {
     /// Binaries from before it refuse to open it, so none can import into it with the other
     /// derivation (which would add every sample of an export a second time).
     static let layoutWithTimeOrderedImportIDs = "3"
+    /// Format 4 is layout 2 in a ledger that may hold format 3 records (whose chain hash covers
+    /// their content's digest, docs/STORAGE.md), which binaries from before it cannot read:
+    /// they refuse to open it rather than call those records corrupt. New ledgers are created
+    /// in it, and an older one is marked so by the first append that writes such records
+    /// (opening a ledger, or reading it, changes nothing). Its import ids are as `importIds`
+    /// says (`importIDScheme`).
+    static let layoutWithContentDigests = "4"
 
     static let formatKey = Array("format".utf8)
 
@@ -128,7 +135,7 @@ public final class EventLog: Sendable {
         let key = EventLog.formatKey
         let format = try environment.read { txn in try txn.get(meta, key) }
         switch format.map({ String(decoding: $0, as: UTF8.self) }) {
-        case EventLog.layout?, EventLog.layoutWithTimeOrderedImportIDs?:
+        case EventLog.layout?, EventLog.layoutWithTimeOrderedImportIDs?, EventLog.layoutWithContentDigests?:
             return
         case "1"?:
             try environment.write { txn in
@@ -142,7 +149,7 @@ public final class EventLog: Sendable {
             }
             try environment.write { txn in
                 if try txn.get(meta, key) == nil {
-                    try txn.put(meta, key, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
+                    try txn.put(meta, key, Array(EventLog.layoutWithContentDigests.utf8))
                     try txn.put(meta, Array("zone".utf8), Array((newZone?.name ?? "UTC").utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
                     try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
@@ -233,9 +240,16 @@ public final class EventLog: Sendable {
             }
             guard try txn.last(events) == nil else { return 1 }
             try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
-            try txn.put(meta, EventLog.formatKey, Array(EventLog.layoutWithTimeOrderedImportIDs.utf8))
+            try markContentDigests(in: txn)
             return EventLog.importIDSchemeForNewLedgers
         }
+    }
+
+    /// Sets the format to `layoutWithContentDigests` (in a transaction that writes format 3
+    /// records, or that gives an empty ledger time-ordered import ids), unless it is already.
+    func markContentDigests(in txn: Transaction) throws {
+        let current = Array(EventLog.layoutWithContentDigests.utf8)
+        if try txn.get(meta, EventLog.formatKey) != current { try txn.put(meta, EventLog.formatKey, current) }
     }
 
     /// The ledger's default zone (SPEC §4.1).

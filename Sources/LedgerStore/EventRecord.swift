@@ -4,11 +4,12 @@ import Projections
 
 /// The stored form of one event: the value under its `seq` in the `events` database.
 ///
-/// Format 2, written by this release (documented in docs/STORAGE.md; format 1 is still read):
+/// Format 3, written by this release (documented in docs/STORAGE.md; formats 1 and 2 are still
+/// read):
 ///
 /// | bytes      | field                                                    |
 /// |------------|----------------------------------------------------------|
-/// | 0          | format version, `2`                                      |
+/// | 0          | format version, `3`                                      |
 /// | 1          | flags: bit 0 set on the last event of a committed batch  |
 /// | 2..<34     | SHA-256 chain hash                                       |
 /// | 34..<42    | `recorded`, microseconds since 1970 UTC, big-endian i64  |
@@ -16,16 +17,18 @@ import Projections
 /// | 46..<46+n  | the event's canonical JSON (sorted keys, no spaces)      |
 /// | 46+n...    | the typed event in `EventCodec`'s binary layout          |
 ///
-/// Format 1 is the same without the length and the typed part: byte 42 on is the JSON.
+/// Format 2 has the same layout; format 1 has no length and no typed part: byte 42 on is the JSON.
 ///
-/// `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ bytes 1 and 34… of the record)`,
-/// with 32 zero bytes before `seq` 1: every byte but the format and the hash itself is covered.
+/// Format 3: `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ byte 1 ‖ bytes 34..<42 ‖
+/// SHA-256(bytes 42…))`; formats 1 and 2: `SHA-256(previous hash ‖ seq ‖ bytes 1 and 34…)`. The
+/// hash before `seq` 1 is 32 zero bytes. Either way every byte but the format and the hash itself
+/// is covered; format 3's inner digest (`ContentDigest`) is made where the event is prepared.
 /// The typed part is what folds read (no JSON parse, no second validation); `verify` checks
 /// that it says exactly what the JSON says. Batch ends are part of the log because projections
 /// are flushed once per batch: a rebuild or replay flushes at the same places and so
 /// reproduces the live rows exactly.
 public struct EventRecord: Sendable, Equatable {
-    public static let formatVersion: UInt8 = 2
+    public static let formatVersion: UInt8 = 3
     static let headerSize = 42
     public static let genesisHash = [UInt8](repeating: 0, count: 32)
 
@@ -71,16 +74,17 @@ public struct EventRecord: Sendable, Equatable {
 
     var flags: UInt8 { endsBatch ? 1 : 0 }
 
-    /// The size of the format 2 record of a `body` and a `typed` event of these sizes.
+    /// The size of the format 3 record of a `body` and a `typed` event of these sizes.
     static func storedSize(body: Int, typed: Int) -> Int { headerSize + 4 + body + typed }
 
-    /// Writes the format 2 record that `chained` makes into `out` (`storedSize` bytes, the
+    /// Writes the format 3 record that `chained` makes into `out` (`storedSize` bytes, the
     /// space LMDB reserved for it), and its chain hash into `previousHash`, which holds the
     /// previous record's: the bytes `chained` returns, without the arrays it builds them in
     /// (an append writes every record this way, and `perf` put a tenth of an import's
-    /// appending thread in those arrays).
+    /// appending thread in those arrays). `content` is `ContentDigest(body:typed:)`, made
+    /// with the event (`PreparedEvent.contentDigest`).
     static func writeChained(into out: UnsafeMutableRawBufferPointer, seq: UInt64, recorded: Timestamp, endsBatch: Bool,
-                             body: [UInt8], typed: [UInt8], previousHash: inout [UInt8]) {
+                             body: [UInt8], typed: [UInt8], content: ContentDigest, previousHash: inout [UInt8]) {
         precondition(out.count == storedSize(body: body.count, typed: typed.count) && previousHash.count == 32)
         out[0] = formatVersion
         out[1] = endsBatch ? 1 : 0
@@ -89,14 +93,16 @@ public struct EventRecord: Sendable, Equatable {
         body.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[(headerSize + 4)...]).copyMemory(from: $0) }
         typed.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: out[(headerSize + 4 + body.count)...]).copyMemory(from: $0) }
         let stored = UnsafeRawBufferPointer(out)
+        assert(content == ContentDigest(content: UnsafeRawBufferPointer(rebasing: stored[headerSize...])),
+               "the prepared event's content digest is not its record's")
         previousHash.withUnsafeMutableBytes { chain in
-            chainHash(previous: UnsafeRawBufferPointer(chain), seq: seq, stored: stored,
+            chainHash(previous: UnsafeRawBufferPointer(chain), seq: seq, stored: stored, content: content,
                       into: UnsafeMutableRawBufferPointer(rebasing: out[2..<34]))
             chain.copyMemory(from: UnsafeRawBufferPointer(rebasing: stored[2..<34]))
         }
     }
 
-    /// SHA-256 of `previous` ‖ `seq` ‖ every byte of the record but the format and the hash.
+    /// The chain hash of this record after `previous` (by its format, which `verify` recomputes).
     public func chainHash(previous: [UInt8]) -> [UInt8] {
         EventRecord.chainHash(previous: previous, seq: seq, stored: encoded)
     }
@@ -115,11 +121,17 @@ public struct EventRecord: Sendable, Equatable {
         return hash
     }
 
-    /// The one definition of what the chain hash covers: SHA-256 of `previous` ‖ `seq` ‖ the
-    /// record's flags (byte 1) ‖ its bytes from 34 on, written to `digest`. `digest` may lie
-    /// in the record's own hash field (bytes 2..<34), which is not hashed.
+    /// The one definition of what the chain hash covers, written to `digest`, by the record's
+    /// format (byte 0). Format 3: SHA-256 of `previous` ‖ `seq` ‖ the record's flags (byte 1) ‖
+    /// `recorded` (bytes 34..<42) ‖ the SHA-256 of its content (bytes 42 on). Formats 1 and 2:
+    /// SHA-256 of `previous` ‖ `seq` ‖ the flags ‖ the bytes from 34 on. `digest` may lie in the
+    /// record's own hash field (bytes 2..<34), which is not hashed.
     static func chainHash(previous: UnsafeRawBufferPointer, seq: UInt64, stored record: UnsafeRawBufferPointer,
                           into digest: UnsafeMutableRawBufferPointer) {
+        guard record[0] < 3 else {
+            let content = ContentDigest(content: UnsafeRawBufferPointer(rebasing: record[headerSize...]))
+            return chainHash(previous: previous, seq: seq, stored: record, content: content, into: digest)
+        }
         withUnsafeBytes(of: seq.bigEndian) { seq in
             Digest.sha256(into: digest) { update in
                 update(previous)
@@ -130,7 +142,23 @@ public struct EventRecord: Sendable, Equatable {
         }
     }
 
-    /// `recorded`, then (format 2) the JSON's length, the JSON and the typed event, or (format
+    /// A format 3 record's chain hash, its content's digest given.
+    private static func chainHash(previous: UnsafeRawBufferPointer, seq: UInt64, stored record: UnsafeRawBufferPointer,
+                                  content: ContentDigest, into digest: UnsafeMutableRawBufferPointer) {
+        withUnsafeBytes(of: seq.bigEndian) { seq in
+            content.withUnsafeBytes { content in
+                Digest.sha256(into: digest) { update in
+                    update(previous)
+                    update(seq)
+                    update(UnsafeRawBufferPointer(rebasing: record[1..<2]))
+                    update(UnsafeRawBufferPointer(rebasing: record[34..<headerSize]))
+                    update(content)
+                }
+            }
+        }
+    }
+
+    /// `recorded`, then (formats 2 and 3) the JSON's length, the JSON and the typed event, or (format
     /// 1) the JSON, after the format, the flags and the hash.
     public var encoded: [UInt8] {
         var out: [UInt8] = [format, flags]
@@ -143,14 +171,14 @@ public struct EventRecord: Sendable, Equatable {
         return out
     }
 
-    /// The JSON and (format 2) the typed event inside a stored record; nil when the bytes are
+    /// The JSON and (formats 2 and 3) the typed event inside a stored record; nil when the bytes are
     /// not a record of a format this ledger reads.
     static func sections(of bytes: UnsafeRawBufferPointer) -> (json: UnsafeRawBufferPointer, typed: UnsafeRawBufferPointer?)? {
         guard bytes.count > headerSize else { return nil }
         switch bytes[0] {
         case 1:
             return (UnsafeRawBufferPointer(rebasing: bytes[headerSize...]), nil)
-        case 2:
+        case 2, 3:
             guard bytes.count >= headerSize + 4 else { return nil }
             let length = Int(UInt32(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[headerSize...])))
             let typedStart = headerSize + 4 + length
@@ -177,8 +205,8 @@ public struct EventRecord: Sendable, Equatable {
             throw LedgerError.corrupt(seq: seq, reason: "record is \(bytes.count) bytes, shorter than its header")
         }
         let format = bytes[0]
-        guard format == 1 || format == 2 else {
-            throw LedgerError.corrupt(seq: seq, reason: "record format \(format) is not one this ledger reads (1, 2)")
+        guard (1...3).contains(format) else {
+            throw LedgerError.corrupt(seq: seq, reason: "record format \(format) is not one this ledger reads (1 to 3)")
         }
         guard bytes[1] & ~1 == 0 else {
             throw LedgerError.corrupt(seq: seq, reason: "record flags \(bytes[1]) are not ones this ledger knows")
@@ -307,14 +335,14 @@ struct RawRecord {
         self.bytes = bytes
     }
 
-    var isWellFormed: Bool { bytes.count > EventRecord.headerSize && (bytes[0] == 1 || bytes[0] == 2) }
+    var isWellFormed: Bool { bytes.count > EventRecord.headerSize && (1...3).contains(bytes[0]) }
     var endsBatch: Bool { bytes[1] & 1 == 1 }
     var hash: [UInt8] { Array(bytes[2..<34]) }
     var recorded: Timestamp {
         Timestamp(microseconds: Int64(bitPattern: UInt64(bigEndianBytes: UnsafeRawBufferPointer(rebasing: bytes[34..<42]))))
     }
 
-    /// The typed part of a format 2 record.
+    /// The typed part of a format 2 or 3 record.
     var typed: UnsafeRawBufferPointer? { EventRecord.sections(of: bytes)?.typed }
 
     func loggedEvent() throws -> LoggedEvent {

@@ -42,7 +42,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyInitialized(let path, let zone):
             "a ledger already exists at '\(path)' with default zone \(zone); its zone cannot be changed"
         case .unsupportedFormat(let found):
-            "the ledger's format is \(found), newer than this release reads (1 to 3); upgrade ledger"
+            "the ledger's format is \(found), newer than this release reads (1 to 4); upgrade ledger"
         case .headMismatch(let expected, let actual):
             "the log's head is \(actual), not the expected \(expected); nothing was written"
         case .corrupt(let seq, let reason):

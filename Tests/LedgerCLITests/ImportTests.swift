@@ -595,8 +595,9 @@ struct ImportTests {
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             timeOrdered = Set(try importedIDs(db).map(\.id))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
-            // Format 3, which binaries that know only the hash-only ids refuse to open.
-            #expect(try storedFormat(db) == Array("3".utf8))
+            // Format 4 (a new ledger's), which binaries that know only the hash-only ids, or
+            // only format 2 records, refuse to open.
+            #expect(try storedFormat(db) == Array("4".utf8))
             let ids = try importedIDs(db)
             #expect(ids.count == 6)
             let byID = ids.sorted { $0.id.precedes($1.id) }.map(\.start)
@@ -619,15 +620,16 @@ struct ImportTests {
             #expect(Set(identity.map(\.id)).isDisjoint(with: timeOrdered), "scheme 1 derives other ids")
             #expect(ledger(["import", "apple-health", path], db: db).stdout.contains("appended 0, duplicates 6"))
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
-            #expect(try storedFormat(db) == Array("2".utf8), "an older ledger keeps format 2")
+            // The import wrote format 3 records: the ledger is format 4 now, its ids still scheme 1.
+            #expect(try storedFormat(db) == Array("4".utf8))
         }
         try withTemporaryLedger { db in
-            // An empty ledger of format 2 (made by an older binary) takes scheme 2 and format 3
+            // An empty ledger of format 2 (made by an older binary) takes scheme 2 and format 4
             // at its first import.
             _ = try EventLog(path: db, create: true)
             try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 2)
-            #expect(try storedFormat(db) == Array("3".utf8))
+            #expect(try storedFormat(db) == Array("4".utf8))
         }
     }
 

@@ -111,7 +111,8 @@ struct EventLogTests {
                     let expected = EventRecord.chained(seq: seq, recorded: recorded, endsBatch: ends, body: body, typed: typed, previousHash: previous)
                     let key = (seq + 1_000).bigEndianBytes
                     try txn.putReserved(log.samples, key, count: EventRecord.storedSize(body: body.count, typed: typed.count)) { out in
-                        EventRecord.writeChained(into: out, seq: seq, recorded: recorded, endsBatch: ends, body: body, typed: typed, previousHash: &chain)
+                        EventRecord.writeChained(into: out, seq: seq, recorded: recorded, endsBatch: ends, body: body, typed: typed,
+                                                 content: ContentDigest(body: body, typed: typed), previousHash: &chain)
                     }
                     #expect(try txn.get(log.samples, key) == expected.bytes, "seq \(seq)")
                     #expect(chain == expected.hash)
@@ -695,6 +696,96 @@ struct EventLogTests {
         }
     }
 
+    /// docs/STORAGE.md's definitions of the chain hash, computed here from the stored bytes
+    /// with nothing of `EventRecord`'s: format 3 hashes the previous hash, the seq, the flags,
+    /// `recorded` and the SHA-256 of the content (byte 42 on); format 2 the content itself.
+    static func documentedHash(previous: [UInt8], seq: UInt64, stored: [UInt8]) -> [UInt8] {
+        let head = previous + seq.bigEndianBytes + [stored[1]]
+        if stored[0] == 3 { return Digest.sha256(head, Array(stored[34..<42]), Digest.sha256(Array(stored[42...]))) }
+        return Digest.sha256(head, Array(stored[34...]))
+    }
+
+    @Test("appends write format 3 records whose hash is the one docs/STORAGE.md defines, and mark the ledger format 4")
+    func formatThreeChain() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 30)))
+            _ = try log.append(try batch(sampleLine(value: 7, start: "2026-11-29T09:00:00Z", end: "2026-11-29T09:10:00Z")))
+            var previous = EventRecord.genesisHash
+            try log.environment.read { txn in
+                for seq in UInt64(1)...31 {
+                    let stored = try #require(try txn.get(log.events, seq.bigEndianBytes))
+                    #expect(stored[0] == 3, "seq \(seq)")
+                    let hash = EventLogTests.documentedHash(previous: previous, seq: seq, stored: stored)
+                    #expect(Array(stored[2..<34]) == hash, "seq \(seq)")
+                    previous = hash
+                }
+                #expect(try txn.get(log.meta, Array("format".utf8)) == Array("4".utf8))
+            }
+            #expect(try log.verifyChain().verified == 31)
+        }
+    }
+
+    /// A ledger an older release wrote holds format 2 records in a format 2 or 3 ledger: it
+    /// verifies, and reading it changes nothing; the first append chains format 3 records
+    /// onto it and marks it format 4, which older releases refuse to open.
+    @Test("a log of format 2 records verifies, and appends continue its chain in format 3")
+    func formatTwoContinued() throws {
+        try withTemporaryLedger { path in
+            let (environment, events, one, two) = try twoBatchRecords(path)
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            var previous = EventRecord.genesisHash
+            try environment.write { txn in
+                for record in [one, two] {
+                    var old = EventRecord(seq: record.seq, recorded: record.recorded, endsBatch: record.endsBatch,
+                                          hash: EventRecord.genesisHash, body: record.body, typed: record.typed, format: 2)
+                    old.hash = old.chainHash(previous: previous)
+                    #expect(old.hash == EventLogTests.documentedHash(previous: previous, seq: old.seq, stored: old.encoded))
+                    try txn.put(events, record.seq.bigEndianBytes, old.encoded)
+                    previous = old.hash
+                }
+                try txn.put(meta, Array("format".utf8), Array("3".utf8))
+            }
+            let log = try EventLog(path: path, create: false)
+            #expect(try log.verifyChain().verified == 2)
+            #expect(try log.record(at: 2)?.format == 2)
+            #expect(try log.environment.read { try $0.get(log.meta, Array("format".utf8)) } == Array("3".utf8),
+                    "opening and verifying leave the format as it was")
+            _ = try log.append(try batch(sampleLine(value: 9, start: "2026-11-30T09:00:00Z", end: "2026-11-30T09:10:00Z")))
+            let three = try #require(try log.record(at: 3))
+            #expect(three.format == 3)
+            let stored = try #require(try log.environment.read { try $0.get(log.events, UInt64(3).bigEndianBytes) })
+            #expect(three.hash == EventLogTests.documentedHash(previous: previous, seq: 3, stored: stored))
+            #expect(try log.verifyChain().verified == 3)
+            #expect(try log.environment.read { try $0.get(log.meta, Array("format".utf8)) } == Array("4".utf8))
+            #expect(try log.rebuildProjections() == 3)
+            // A byte of either format's JSON changed, its hash kept, is named.
+            for (seq, original) in [(UInt64(1), try log.record(at: 1)!), (3, three)] {
+                var forged = original
+                let at = try #require(forged.body.firstIndex(of: UInt8(ascii: "9")) ?? forged.body.firstIndex(of: UInt8(ascii: "0")))
+                forged.body[at] = forged.body[at] == UInt8(ascii: "9") ? UInt8(ascii: "8") : UInt8(ascii: "1")
+                try log.environment.write { txn in try txn.put(log.events, seq.bigEndianBytes, forged.encoded) }
+                #expect(performing: { _ = try log.verifyChain() }, throws: { error in
+                    guard case .corrupt(let bad, _)? = error as? LedgerError else { return false }
+                    return bad == seq
+                })
+                try log.environment.write { txn in try txn.put(log.events, seq.bigEndianBytes, original.encoded) }
+                #expect(try log.verifyChain().verified == 3)
+            }
+        }
+    }
+
+    @Test("a ledger of a format this release does not know is refused on open, naming it")
+    func newerFormatRefused() throws {
+        try withTemporaryLedger { path in
+            try makeTwoBatchLedger(path)
+            try putRaw(path, "meta", Array("format".utf8), Array("5".utf8))
+            #expect(performing: { _ = try EventLog(path: path, create: false) }, throws: { error in
+                (error as? LedgerError) == .unsupportedFormat(found: "5")
+            })
+        }
+    }
+
     /// An audit: a count of events by kind (what `stats` prints) that was damaged or wrong
     /// passed `verify`, though `stats` named it.
     @Test("verify compares the counts of events by kind with the log; rebuild --indexes counts again")
@@ -738,7 +829,7 @@ struct EventLogTests {
             _ = try log.append(try batch(Fixtures.stepsFile(count: 20)))
             let target: UInt64 = 20
             let stored = try #require(try log.record(at: target))
-            #expect(stored.format == 2)
+            #expect(stored.format == 3)
             #expect(try stored.typedEvent().payload == stored.event().payload)
             // Someone rewrites the typed part (what folds read) and fixes up the hash.
             try forgeTypedPart(of: log, at: target)
