@@ -308,8 +308,7 @@ public enum EventDecoder {
 
     static func containsControlCharacter(_ text: String) -> Bool {
         // In UTF-8, U+0000–U+001F and U+007F are single bytes, U+0080–U+009F are C2 80–C2 9F.
-        var text = text
-        return text.withUTF8 { bytes in
+        return text.withUTF8Bytes { bytes in
             var index = 0
             while index < bytes.count {
                 let byte = bytes[index]

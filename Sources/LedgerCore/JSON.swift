@@ -290,8 +290,7 @@ extension JSONValue {
     }
 
     public static func writeString(_ value: String, to out: inout [UInt8]) {
-        var value = value
-        value.withUTF8 { writeString(utf8: $0, to: &out) }
+        value.withUTF8Bytes { writeString(utf8: $0, to: &out) }
     }
 
     /// `writeString` for text already in UTF-8 bytes.
@@ -326,8 +325,7 @@ extension ByteCursor {
 
     /// `JSONValue.writeString`, through the cursor.
     package mutating func jsonString(_ value: String) {
-        var value = value
-        value.withUTF8 { jsonString(utf8: $0) }
+        value.withUTF8Bytes { jsonString(utf8: $0) }
     }
 
     /// The one place JSON strings are escaped (`JSONValue.writeString` comes here for any

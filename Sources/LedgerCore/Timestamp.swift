@@ -40,8 +40,7 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
     /// `2026-11-29T00:00:00.250Z`. Lower-case `t`/`z` are accepted as RFC 3339 allows.
     /// Returns the instant and the offset in seconds east of UTC.
     public static func parseRFC3339(_ text: String) throws(ParseError) -> (Timestamp, offset: Int) {
-        var text = text
-        return try text.withUTF8 { bytes in
+        return try text.withUTF8Bytes { bytes in
             Result { () throws(ParseError) in try parseRFC3339(utf8: bytes) }
         }.get()
     }

@@ -279,8 +279,7 @@ public struct AppleHealthConverter: Sendable {
     /// `2017-01-22 18:57:52 +0200` (current exports) or `20141018163235+0100` (iOS 8) →
     /// `2017-01-22T18:57:52+02:00`. Nil when neither.
     static func rfc3339(_ text: String) -> String? {
-        var text = text
-        let converted = text.withUTF8 { bytes -> String? in
+        let converted = text.withUTF8Bytes { bytes -> String? in
             guard let layout = layout(of: bytes) else { return nil }
             return String(unsafeUninitializedCapacity: layout.count) { rewrite(bytes, as: layout, into: $0) }
         }
@@ -379,8 +378,7 @@ public struct AppleHealthConverter: Sendable {
     /// `<<HKDevice: 0x174294140>, name:iPhone, …, software:10.0>` → `name:iPhone, …, software:10.0`.
     static func cleanDevice(_ text: String, memo: Memo? = nil) -> String {
         guard text.hasPrefix("<<HKDevice:") else { return text }
-        var text = text
-        return text.withUTF8 { bytes -> String? in
+        return text.withUTF8Bytes { bytes -> String? in
             guard let range = nameAfterDevice(in: bytes) else { return nil }
             let name = UnsafeBufferPointer(rebasing: bytes[range])
             let make = { (name: UnsafeBufferPointer<UInt8>) in String(decoding: name, as: UTF8.self) }

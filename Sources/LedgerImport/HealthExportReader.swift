@@ -467,8 +467,7 @@ struct AttributeText: Sendable {
         if text.utf8.count > ShortText.capacity {
             long = text
         } else {
-            var text = text
-            self = text.withUTF8 { AttributeText(bytes: $0) }
+            self = text.withUTF8Bytes { AttributeText(bytes: $0) }
         }
     }
 
@@ -478,7 +477,7 @@ struct AttributeText: Sendable {
     var count: Int { long?.utf8.count ?? short.count }
 
     func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
-        if var long { return try long.withUTF8(body) }
+        if let long { return try long.withUTF8Bytes(body) }
         return try short.withBytes(body)
     }
 }

@@ -32,8 +32,7 @@ struct SampleState: Equatable {
         out[1] = type.code
         out.storeBytes(of: UInt64(bitPattern: start.microseconds).bigEndian, toByteOffset: 2, as: UInt64.self)
         out.storeBytes(of: UInt64(bitPattern: end.microseconds).bigEndian, toByteOffset: 10, as: UInt64.self)
-        var unit = unit
-        unit.withUTF8 { UnsafeMutableRawBufferPointer(rebasing: out[18...]).copyMemory(from: UnsafeRawBufferPointer($0)) }
+        unit.withUTF8Bytes { UnsafeMutableRawBufferPointer(rebasing: out[18...]).copyMemory(from: UnsafeRawBufferPointer($0)) }
     }
 
     /// Stores the state of `sample`, just admitted, under `position` in `db` (at the end of
