@@ -61,7 +61,7 @@ public enum Digest {
 /// event), which a format 3 record's chain hash covers in place of the content itself
 /// (docs/STORAGE.md). Held inline (no array per event), and computed where the event is
 /// prepared: an import's reading thread hashes each event's few hundred bytes, and the
-/// appending thread, the import's slower one, hashes only the 81 bytes that chain it.
+/// appending thread, the import's slower one, hashes only the 82 bytes that chain it.
 public struct ContentDigest: Sendable, Equatable {
     private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 

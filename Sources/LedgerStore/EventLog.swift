@@ -122,9 +122,9 @@ public final class EventLog: Sendable {
     /// Format 4 is layout 2 in a ledger that may hold format 3 records (whose chain hash covers
     /// their content's digest, docs/STORAGE.md), which binaries from before it cannot read:
     /// they refuse to open it rather than call those records corrupt. New ledgers are created
-    /// in it, and an older one is marked so by the first append that writes such records
-    /// (opening a ledger, or reading it, changes nothing). Its import ids are as `importIds`
-    /// says (`importIDScheme`).
+    /// in it, and an older one is marked so by the first append that writes such records, or,
+    /// empty, when `importIDScheme` gives it time-ordered ids (opening a ledger, or reading it,
+    /// changes nothing). Its import ids are as `importIds` says.
     static let layoutWithContentDigests = "4"
 
     static let formatKey = Array("format".utf8)

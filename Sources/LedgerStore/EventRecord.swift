@@ -19,10 +19,11 @@ import Projections
 ///
 /// Format 2 has the same layout; format 1 has no length and no typed part: byte 42 on is the JSON.
 ///
-/// Format 3: `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ byte 1 ‖ bytes 34..<42 ‖
-/// SHA-256(bytes 42…))`; formats 1 and 2: `SHA-256(previous hash ‖ seq ‖ bytes 1 and 34…)`. The
-/// hash before `seq` 1 is 32 zero bytes. Either way every byte but the format and the hash itself
-/// is covered; format 3's inner digest (`ContentDigest`) is made where the event is prepared.
+/// Format 3: `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ bytes 0 and 1 ‖ bytes
+/// 34..<42 ‖ SHA-256(bytes 42…))`: every byte but the hash itself is covered, the format too, so
+/// that no record of another format can stand in for one; its inner digest (`ContentDigest`) is
+/// made where the event is prepared. Formats 1 and 2: `SHA-256(previous hash ‖ seq ‖ bytes 1 and
+/// 34…)`. The hash before `seq` 1 is 32 zero bytes.
 /// The typed part is what folds read (no JSON parse, no second validation); `verify` checks
 /// that it says exactly what the JSON says. Batch ends are part of the log because projections
 /// are flushed once per batch: a rebuild or replay flushes at the same places and so
@@ -122,13 +123,17 @@ public struct EventRecord: Sendable, Equatable {
     }
 
     /// The one definition of what the chain hash covers, written to `digest`, by the record's
-    /// format (byte 0). Format 3: SHA-256 of `previous` ‖ `seq` ‖ the record's flags (byte 1) ‖
-    /// `recorded` (bytes 34..<42) ‖ the SHA-256 of its content (bytes 42 on). Formats 1 and 2:
-    /// SHA-256 of `previous` ‖ `seq` ‖ the flags ‖ the bytes from 34 on. `digest` may lie in the
-    /// record's own hash field (bytes 2..<34), which is not hashed.
+    /// format (byte 0). Format 3: SHA-256 of `previous` ‖ `seq` ‖ the record's format and flags
+    /// (bytes 0 and 1) ‖ `recorded` (bytes 34..<42) ‖ the SHA-256 of its content (bytes 42 on).
+    /// Formats 1 and 2: SHA-256 of `previous` ‖ `seq` ‖ the flags ‖ the bytes from 34 on. `digest`
+    /// may lie in the record's own hash field (bytes 2..<34), which is not hashed. Callers have
+    /// checked the format: any other is hashed as format 3 is, and so matches no stored hash.
     static func chainHash(previous: UnsafeRawBufferPointer, seq: UInt64, stored record: UnsafeRawBufferPointer,
                           into digest: UnsafeMutableRawBufferPointer) {
-        guard record[0] < 3 else {
+        switch record[0] {
+        case 1, 2:
+            break
+        default:
             let content = ContentDigest(content: UnsafeRawBufferPointer(rebasing: record[headerSize...]))
             return chainHash(previous: previous, seq: seq, stored: record, content: content, into: digest)
         }
@@ -150,7 +155,7 @@ public struct EventRecord: Sendable, Equatable {
                 Digest.sha256(into: digest) { update in
                     update(previous)
                     update(seq)
-                    update(UnsafeRawBufferPointer(rebasing: record[1..<2]))
+                    update(UnsafeRawBufferPointer(rebasing: record[0..<2]))
                     update(UnsafeRawBufferPointer(rebasing: record[34..<headerSize]))
                     update(content)
                 }

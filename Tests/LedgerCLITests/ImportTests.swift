@@ -613,6 +613,7 @@ struct ImportTests {
             #expect(ledger(["append"], stdin: event, db: db).status == 0)
             try makeFormat2WithoutImportIDs(db)
             #expect(try EventLog(path: db, create: false).importIDScheme() == 1)
+            #expect(try storedFormat(db) == Array("2".utf8), "asking the scheme leaves the format as it is")
             #expect(ledger(["import", "apple-health", path], db: db).status == 0)
             let appended = try Timestamp.parseRFC3339("2020-01-01T00:00:00Z").0.microseconds
             let identity = try importedIDs(db).filter { $0.start != appended }

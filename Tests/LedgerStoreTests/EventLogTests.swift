@@ -697,12 +697,15 @@ struct EventLogTests {
     }
 
     /// docs/STORAGE.md's definitions of the chain hash, computed here from the stored bytes
-    /// with nothing of `EventRecord`'s: format 3 hashes the previous hash, the seq, the flags,
-    /// `recorded` and the SHA-256 of the content (byte 42 on); format 2 the content itself.
+    /// with nothing of `EventRecord`'s: format 3 hashes the previous hash, the seq, the format
+    /// and flags, `recorded` and the SHA-256 of the content (byte 42 on); format 2 the previous
+    /// hash, the seq, the flags, `recorded` and the content itself.
     static func documentedHash(previous: [UInt8], seq: UInt64, stored: [UInt8]) -> [UInt8] {
-        let head = previous + seq.bigEndianBytes + [stored[1]]
-        if stored[0] == 3 { return Digest.sha256(head, Array(stored[34..<42]), Digest.sha256(Array(stored[42...]))) }
-        return Digest.sha256(head, Array(stored[34...]))
+        if stored[0] == 3 {
+            return Digest.sha256(previous + seq.bigEndianBytes + [stored[0], stored[1]], Array(stored[34..<42]),
+                                 Digest.sha256(Array(stored[42...])))
+        }
+        return Digest.sha256(previous + seq.bigEndianBytes + [stored[1]], Array(stored[34...]))
     }
 
     @Test("appends write format 3 records whose hash is the one docs/STORAGE.md defines, and mark the ledger format 4")
@@ -757,32 +760,57 @@ struct EventLogTests {
             let stored = try #require(try log.environment.read { try $0.get(log.events, UInt64(3).bigEndianBytes) })
             #expect(three.hash == EventLogTests.documentedHash(previous: previous, seq: 3, stored: stored))
             #expect(try log.verifyChain().verified == 3)
+            #expect(try log.walkChain().verified == 3)
+            for k in UInt64(2)...3 {
+                let point = try log.withReplay(to: .seq(k)) { point, _ in point }
+                #expect(point.seq == k && point.hash == (k == 2 ? previous : three.hash))
+            }
             #expect(try log.environment.read { try $0.get(log.meta, Array("format".utf8)) } == Array("4".utf8))
             #expect(try log.rebuildProjections() == 3)
-            // A byte of either format's JSON changed, its hash kept, is named.
+            // A byte of either format's JSON changed, its hash kept, is named by the walk of
+            // the chain, which checks hashes only (verify would also find the JSON and the
+            // typed part at odds).
+            func hashMismatch(at seq: UInt64) -> (any Error) -> Bool {
+                { error in
+                    guard case .corrupt(let bad, let reason)? = error as? LedgerError else { return false }
+                    return bad == seq && reason.contains("its hash does not match")
+                }
+            }
             for (seq, original) in [(UInt64(1), try log.record(at: 1)!), (3, three)] {
                 var forged = original
                 let at = try #require(forged.body.firstIndex(of: UInt8(ascii: "9")) ?? forged.body.firstIndex(of: UInt8(ascii: "0")))
                 forged.body[at] = forged.body[at] == UInt8(ascii: "9") ? UInt8(ascii: "8") : UInt8(ascii: "1")
                 try log.environment.write { txn in try txn.put(log.events, seq.bigEndianBytes, forged.encoded) }
-                #expect(performing: { _ = try log.verifyChain() }, throws: { error in
-                    guard case .corrupt(let bad, _)? = error as? LedgerError else { return false }
-                    return bad == seq
-                })
+                #expect(performing: { _ = try log.walkChain() }, throws: hashMismatch(at: seq))
+                #expect(performing: { _ = try log.verifyChain() }, throws: hashMismatch(at: seq))
                 try log.environment.write { txn in try txn.put(log.events, seq.bigEndianBytes, original.encoded) }
-                #expect(try log.verifyChain().verified == 3)
+                #expect(try log.walkChain().verified == 3)
             }
+            // A format 2 record whose content is the format 3 record's digest would hash as
+            // that record did if the format byte were left out (a review): it is named.
+            let digest = Digest.sha256(Array(stored[42...]))
+            let standIn = [2, stored[1]] + Array(stored[2..<42]) + digest
+            #expect(EventLogTests.documentedHash(previous: previous, seq: 3, stored: standIn) != three.hash)
+            try log.environment.write { txn in try txn.put(log.events, UInt64(3).bigEndianBytes, standIn) }
+            #expect(performing: { _ = try log.walkChain() }, throws: hashMismatch(at: 3))
+            try log.environment.write { txn in try txn.put(log.events, UInt64(3).bigEndianBytes, stored) }
+            #expect(try log.verifyChain().verified == 3)
         }
     }
 
-    @Test("a ledger of a format this release does not know is refused on open, naming it")
+    @Test("ledger formats 2 to 4 open; a format this release does not know is refused on open, naming it")
     func newerFormatRefused() throws {
         try withTemporaryLedger { path in
             try makeTwoBatchLedger(path)
+            for known in ["2", "3", "4"] {
+                try putRaw(path, "meta", Array("format".utf8), Array(known.utf8))
+                #expect(try EventLog(path: path, create: false).verifyChain().verified == 2, "format \(known)")
+            }
             try putRaw(path, "meta", Array("format".utf8), Array("5".utf8))
             #expect(performing: { _ = try EventLog(path: path, create: false) }, throws: { error in
                 (error as? LedgerError) == .unsupportedFormat(found: "5")
             })
+            #expect(LedgerError.unsupportedFormat(found: "5").description.contains("newer than this release reads (1 to 4)"))
         }
     }
 
