@@ -37,9 +37,9 @@ struct SampleState: Equatable {
 
     /// Stores the state of `sample`, just admitted, under `position` in `db` (at the end of
     /// it), written in place in the map.
-    static func putActive(_ sample: Sample, at position: some KeyBytes, in txn: Transaction, _ db: Database) throws {
+    static func putActive(_ sample: Sample, at position: some KeyBytes, through cursor: WriteCursor) throws {
         let state = SampleState(status: .active, type: sample.type, start: sample.start, end: sample.end, unit: sample.unit)
-        try txn.putReserved(db, position, count: state.encodedCount, append: true) { state.write(into: $0) }
+        try cursor.putReserved(position, count: state.encodedCount, append: true) { state.write(into: $0) }
     }
 
     init(status: Status, type: QuantityType, start: Timestamp, end: Timestamp, unit: String) {
@@ -250,10 +250,15 @@ extension EventLog {
         let fold = try projectionFold(in: txn, head: head.seq)
         // The newest record is held back until the next one arrives, so that the last of the
         // batch can carry the batch-end flag.
+        // One cursor for each index a batch puts into on every event: each put starts where
+        // the last left off (seqs and time-ordered ids come in nearly increasing order),
+        // not with a search from the root as `mdb_put`'s own cursor does.
+        let eventCursor = try txn.writeCursor(events), idCursor = try txn.writeCursor(ids)
+        let sampleCursor = try txn.writeCursor(samples)
         var held: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest)?
         func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest), endsBatch: Bool) throws {
-            try txn.putReserved(events, SeqKey(item.seq), count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
-                                append: true) { out in
+            try eventCursor.putReserved(SeqKey(item.seq), count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
+                                        append: true) { out in
                 EventRecord.writeChained(into: out, seq: item.seq, recorded: recorded, endsBatch: endsBatch,
                                          body: item.body, typed: item.typed, content: item.content, previousHash: &previousHash)
             }
@@ -268,7 +273,7 @@ extension EventLog {
             // must then write nothing: its id is looked up, and put in once it is appended.
             var versioned = false
             if case .sample(let sample) = event.payload, sample.syncId != nil, sample.syncVersion != nil { versioned = true }
-            if let existing = versioned ? try txn.get(ids, idKey) : try txn.insert(ids, idKey, SeqKey(seq + 1)) {
+            if let existing = versioned ? try txn.get(ids, idKey) : try idCursor.insert(idKey, SeqKey(seq + 1)) {
                 let existingSeq = try self.seq(existing, in: "ids")
                 let compare = { (stored: UnsafeRawBufferPointer) -> (same: Bool, keptZone: Bool) in
                     if EventLog.sameContent(stored, body) { return (true, false) }
@@ -308,7 +313,7 @@ extension EventLog {
             var target: UInt64?
             switch event.payload {
             case .sample(let sample):
-                guard try index(sample, at: position, in: txn) else {
+                guard try index(sample, at: position, in: txn, through: sampleCursor) else {
                     result.superseded += 1
                     result.outcomes.append(.superseded)
                     return
@@ -350,7 +355,7 @@ extension EventLog {
     /// Records an admitted sample at `position` (its seq) in the `samples` and `sync` indexes,
     /// marking the version it replaces as superseded. False, with nothing written, when the log
     /// already holds an equal or higher `syncVersion` of it.
-    private func index(_ sample: Sample, at position: SeqKey, in txn: Transaction) throws -> Bool {
+    private func index(_ sample: Sample, at position: SeqKey, in txn: Transaction, through cursor: WriteCursor) throws -> Bool {
         if let syncId = sample.syncId, let version = sample.syncVersion {
             let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
             if let stored = try txn.get(sync, key), stored.count == 16 {
@@ -363,7 +368,7 @@ extension EventLog {
             }
             try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position.value.bigEndianBytes)
         }
-        try SampleState.putActive(sample, at: position, in: txn, samples)
+        try SampleState.putActive(sample, at: position, through: cursor)
         return true
     }
 
@@ -434,9 +439,10 @@ extension EventLog {
         // replaying them cannot refuse one. (Not the unit-only rescale check: it reads the
         // fold's state, which here stands at the head, not at the event; and a log an older
         // build admitted must stay repairable.)
+        let cursor = try txn.writeCursor(samples)
         try forEachLoggedEvent(in: txn) { event, _ in
             switch event.payload {
-            case .sample(let sample): _ = try index(sample, at: SeqKey(event.seq), in: txn)
+            case .sample(let sample): _ = try index(sample, at: SeqKey(event.seq), in: txn, through: cursor)
             case .correction(let correction): _ = try apply(correction, at: nil, in: txn, checkingRescale: false)
             case .grant, .revoke, .profile: break
             }

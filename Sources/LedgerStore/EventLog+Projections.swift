@@ -8,6 +8,26 @@ struct LMDBStateStore: StateStore {
     let txn: Transaction
     /// By `StateTable.ordinal` (the log's `stateDatabases`, looked up once when it opened).
     let handles: [Database]
+    /// The tables' write cursors, by ordinal, each opened at the table's first put: a fold's
+    /// puts into a table go through one cursor, which starts each where the last left off
+    /// (`Transaction.writeCursor`).
+    private let cursors = Cursors()
+
+    private final class Cursors {
+        var byTable = [WriteCursor?](repeating: nil, count: StateTable.allCases.count)
+    }
+
+    init(txn: Transaction, handles: [Database]) {
+        self.txn = txn
+        self.handles = handles
+    }
+
+    private func cursor(_ table: StateTable) throws -> WriteCursor {
+        if let cursor = cursors.byTable[table.ordinal] { return cursor }
+        let cursor = try txn.writeCursor(database(table))
+        cursors.byTable[table.ordinal] = cursor
+        return cursor
+    }
 
     private func database(_ table: StateTable) -> Database { handles[table.ordinal] }
 
@@ -32,10 +52,10 @@ struct LMDBStateStore: StateStore {
             // Keyed by seq: a new sample's key is the largest, and LMDB's append mode then
             // skips the search and fills pages densely. An amendment rewrites an older key.
             do {
-                return try txn.putReserved(database(table), key, count: count, append: true, fill)
+                return try cursor(table).putReserved(key, count: count, append: true, fill)
             } catch LMDBError.keyExists {}
         }
-        try txn.putReserved(database(table), key, count: count, fill)
+        try cursor(table).putReserved(key, count: count, fill)
     }
 
     func delete(_ table: StateTable, _ key: [UInt8]) throws {

@@ -144,7 +144,7 @@ struct EventLogTests {
             let sample = Sample(user: "ann", type: .distance, value: 1.5, unit: "mi", start: Timestamp(microseconds: -5),
                                 end: Timestamp(microseconds: 1_767_261_900_000_000), source: SampleSource(name: "Watch"))
             try log.environment.write { txn in
-                try SampleState.putActive(sample, at: UInt64(77).bigEndianBytes, in: txn, log.samples)
+                try SampleState.putActive(sample, at: UInt64(77).bigEndianBytes, through: try txn.writeCursor(log.samples))
                 let state = SampleState(status: .active, type: .distance, start: sample.start, end: sample.end, unit: "mi")
                 #expect(try txn.get(log.samples, UInt64(77).bigEndianBytes) == state.encoded)
                 #expect(try txn.get(log.samples, UInt64(77).bigEndianBytes).flatMap(SampleState.init) == state)

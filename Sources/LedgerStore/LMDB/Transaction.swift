@@ -93,6 +93,19 @@ public struct Transaction {
         }
     }
 
+    /// A cursor for writing into `db` in this write transaction, for a run of puts: each put
+    /// through it starts from where the last one left the cursor, and LMDB looks at that leaf
+    /// page first, so keys that come in nearly increasing order (an append's ids, seqs) are
+    /// put without a search from the root each time, as `mdb_put`'s cursor of its own makes.
+    /// Calls `mdb_cursor_open`. LMDB closes a write transaction's cursors when it ends: the
+    /// cursor must not be used after that, and is not closed by hand.
+    public func writeCursor(_ db: Database) throws -> WriteCursor {
+        precondition(environment != nil, "write cursors need a write transaction")
+        var cursor: OpaquePointer?
+        try check(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open")
+        return WriteCursor(handle: cursor!)
+    }
+
     /// Removes `key`; returns false when it was absent. Calls `mdb_del`.
     @discardableResult
     public func delete(_ db: Database, _ key: [UInt8]) throws -> Bool {
@@ -192,6 +205,38 @@ public struct Transaction {
         try check(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open")
         defer { mdb_cursor_close(cursor) }
         return try body(cursor!)
+    }
+}
+
+/// A cursor of a write transaction (`Transaction.writeCursor`), valid until the transaction
+/// ends. Its puts are `Transaction`'s, through `mdb_cursor_put`.
+public struct WriteCursor {
+    let handle: OpaquePointer
+
+    /// As `Transaction.insert`. Calls `mdb_cursor_put(MDB_NOOVERWRITE)`.
+    public func insert(_ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
+        try key.withUnsafeBytes { keyBytes in
+            try value.withUnsafeBytes { valueBytes in
+                var k = MDB_val(reading: keyBytes)
+                var v = MDB_val(reading: valueBytes)
+                let code = mdb_cursor_put(handle, &k, &v, UInt32(MDB_NOOVERWRITE))
+                if code == MDB_KEYEXIST { return Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) }
+                try check(code, "mdb_cursor_put")
+                return nil
+            }
+        }
+    }
+
+    /// As `Transaction.putReserved`. Calls `mdb_cursor_put(MDB_RESERVE)`.
+    public func putReserved(_ key: some KeyBytes, count: Int, append: Bool = false,
+                            _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try key.withUnsafeBytes { keyBytes in
+            var k = MDB_val(reading: keyBytes)
+            var v = MDB_val(mv_size: count, mv_data: nil)
+            let flags = UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)
+            try check(mdb_cursor_put(handle, &k, &v, flags), "mdb_cursor_put")
+            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+        }
     }
 }
 
