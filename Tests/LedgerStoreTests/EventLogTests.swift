@@ -122,6 +122,82 @@ struct EventLogTests {
         }
     }
 
+    /// A review of the write cursors: puts through one long-lived cursor stay right while
+    /// other operations in the same transaction split, grow and shrink the pages under it.
+    @Test("a write cursor's appends and inserts agree with a model while mdb_put and mdb_del change its pages")
+    func writeCursorAmongOtherWrites() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            var random = SplitMix64(seed: 11)
+            var model: [UInt64: [UInt8]] = [:]
+            var keys: [UInt64] = []  // model's keys, in order
+            var ids: [[UInt8]: [UInt8]] = [:]
+            var idList: [[UInt8]] = []
+            try log.environment.write { txn in
+                let appending = try txn.writeCursor(log.samples)
+                let inserting = try txn.writeCursor(log.ids)
+                var newest: UInt64 = 0
+                for step in UInt64(1)...20_000 {
+                    let value = (0..<Int(10 + random.next() % 90)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    try appending.putReserved(SeqKey(step), count: value.count, append: true) { $0.copyBytes(from: value) }
+                    model[step] = value
+                    keys.append(step)
+                    newest = step
+                    if step % 7 == 0 {
+                        let older = keys[Int(random.next() % UInt64(keys.count))]
+                        // An older key rewritten larger, through mdb_put: its page may split.
+                        let larger = [UInt8](repeating: UInt8(step % 251), count: 200 + Int(random.next() % 300))
+                        try txn.put(log.samples, SeqKey(older), larger)
+                        model[older] = larger
+                    }
+                    if step % 11 == 0 {
+                        // The newest key removed through mdb_del, under the appending cursor.
+                        #expect(try txn.delete(log.samples, newest.bigEndianBytes))
+                        model[newest] = nil
+                        keys.removeLast()
+                    }
+                    let id = (0..<16).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+                    let seq = step.bigEndianBytes
+                    let existing = try inserting.insert(id, seq)
+                    #expect(existing == nil)
+                    ids[id] = seq
+                    idList.append(id)
+                    if step % 5 == 0 {
+                        // A key already there: refused, with the value stored returned.
+                        let at = Int(random.next() % UInt64(idList.count))
+                        let known = idList[at]
+                        #expect(try inserting.insert(known, [0, 0]) == ids[known])
+                        if step % 10 == 0 {
+                            #expect(try txn.delete(log.ids, known))
+                            ids[known] = nil
+                            idList.swapAt(at, idList.count - 1)
+                            idList.removeLast()
+                        }
+                    }
+                }
+                var stored: [UInt64: [UInt8]] = [:]
+                var previous: UInt64 = 0
+                try txn.scan(log.samples) { key, value in
+                    let seq = UInt64(bigEndianBytes: key)
+                    #expect(seq > previous)
+                    previous = seq
+                    stored[seq] = Array(value)
+                    return true
+                }
+                #expect(stored == model)
+                var storedIDs: [[UInt8]: [UInt8]] = [:]
+                try txn.scan(log.ids) { key, value in
+                    storedIDs[Array(key)] = Array(value)
+                    return true
+                }
+                #expect(storedIDs == ids)
+            }
+            #expect(performing: { try log.environment.read { txn in _ = try txn.writeCursor(log.samples) } }, throws: { error in
+                (error as? LMDBError)?.code == EACCES
+            })
+        }
+    }
+
     @Test("residentSharedBytes counts the map's pages a read brings in, and releaseMappedPages lets them go")
     func residentMap() throws {
         try withTemporaryLedger { path in

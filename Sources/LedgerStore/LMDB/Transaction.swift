@@ -100,7 +100,9 @@ public struct Transaction {
     /// Calls `mdb_cursor_open`. LMDB closes a write transaction's cursors when it ends: the
     /// cursor must not be used after that, and is not closed by hand.
     public func writeCursor(_ db: Database) throws -> WriteCursor {
-        precondition(environment != nil, "write cursors need a write transaction")
+        // A read-only transaction's cursors outlive it (LMDB frees only a write transaction's),
+        // and could not write anyway: refused as `mdb_put` refuses a write there.
+        guard environment != nil else { throw LMDBError(code: EACCES, call: "mdb_cursor_open(read-only transaction)") }
         var cursor: OpaquePointer?
         try check(mdb_cursor_open(handle, db.dbi, &cursor), "mdb_cursor_open")
         return WriteCursor(handle: cursor!)
