@@ -99,7 +99,7 @@ public struct Transaction {
     /// put without a search from the root each time, as `mdb_put`'s cursor of its own makes.
     /// Calls `mdb_cursor_open`. LMDB closes a write transaction's cursors when it ends: the
     /// cursor must not be used after that, and is not closed by hand.
-    public func writeCursor(_ db: Database) throws -> WriteCursor {
+    func writeCursor(_ db: Database) throws -> WriteCursor {
         // A read-only transaction's cursors outlive it (LMDB frees only a write transaction's),
         // and could not write anyway: refused as `mdb_put` refuses a write there.
         guard environment != nil else { throw LMDBError(code: EACCES, call: "mdb_cursor_open(read-only transaction)") }
@@ -211,12 +211,13 @@ public struct Transaction {
 }
 
 /// A cursor of a write transaction (`Transaction.writeCursor`), valid until the transaction
-/// ends. Its puts are `Transaction`'s, through `mdb_cursor_put`.
-public struct WriteCursor {
+/// ends. Its puts are `Transaction`'s, through `mdb_cursor_put`. Not public: only this module's
+/// appends and folds, which hold one no longer than the transaction they open it in, use it.
+struct WriteCursor {
     let handle: OpaquePointer
 
     /// As `Transaction.insert`. Calls `mdb_cursor_put(MDB_NOOVERWRITE)`.
-    public func insert(_ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
+    func insert(_ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
         try key.withUnsafeBytes { keyBytes in
             try value.withUnsafeBytes { valueBytes in
                 var k = MDB_val(reading: keyBytes)
@@ -230,7 +231,7 @@ public struct WriteCursor {
     }
 
     /// As `Transaction.putReserved`. Calls `mdb_cursor_put(MDB_RESERVE)`.
-    public func putReserved(_ key: some KeyBytes, count: Int, append: Bool = false,
+    func putReserved(_ key: some KeyBytes, count: Int, append: Bool = false,
                             _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
         try key.withUnsafeBytes { keyBytes in
             var k = MDB_val(reading: keyBytes)
