@@ -255,8 +255,9 @@ extension EventLog {
         // not with a search from the root as `mdb_put`'s own cursor does.
         let eventCursor = try txn.writeCursor(events), idCursor = try txn.writeCursor(ids)
         let sampleCursor = try txn.writeCursor(samples)
-        var held: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest)?
-        func write(_ item: (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest), endsBatch: Bool) throws {
+        typealias Record = (seq: UInt64, body: [UInt8], typed: [UInt8], content: ContentDigest)
+        var held: Record?
+        func write(_ item: Record, endsBatch: Bool) throws {
             try eventCursor.putReserved(SeqKey(item.seq), count: EventRecord.storedSize(body: item.body.count, typed: item.typed.count),
                                         append: true) { out in
                 EventRecord.writeChained(into: out, seq: item.seq, recorded: recorded, endsBatch: endsBatch,

@@ -66,16 +66,7 @@ public struct Transaction {
     /// (`MDB_NOOVERWRITE`); returns the value already stored (copied), or nil when `value` was
     /// stored. Calls `mdb_put`.
     public func insert(_ db: Database, _ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
-        try key.withUnsafeBytes { keyBytes in
-            try value.withUnsafeBytes { valueBytes in
-                var k = MDB_val(reading: keyBytes)
-                var v = MDB_val(reading: valueBytes)
-                let code = mdb_put(handle, db.dbi, &k, &v, UInt32(MDB_NOOVERWRITE))
-                if code == MDB_KEYEXIST { return Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) }
-                try check(code, "mdb_put")
-                return nil
-            }
-        }
+        try insertValue(key, value, call: "mdb_put") { mdb_put(handle, db.dbi, $0, $1, $2) }
     }
 
     /// Stores a value of `count` bytes under `key`, written in place by `fill` into the space
@@ -84,13 +75,7 @@ public struct Transaction {
     /// it. With `append`, as `put`. Calls `mdb_put`.
     public func putReserved(_ db: Database, _ key: some KeyBytes, count: Int, append: Bool = false,
                             _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
-        try key.withUnsafeBytes { keyBytes in
-            var k = MDB_val(reading: keyBytes)
-            var v = MDB_val(mv_size: count, mv_data: nil)
-            let flags = UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)
-            try check(mdb_put(handle, db.dbi, &k, &v, flags), "mdb_put")
-            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
-        }
+        try putReservedValue(key, count: count, append: append, fill, call: "mdb_put") { mdb_put(handle, db.dbi, $0, $1, $2) }
     }
 
     /// A cursor for writing into `db` in this write transaction, for a run of puts: each put
@@ -218,28 +203,40 @@ struct WriteCursor {
 
     /// As `Transaction.insert`. Calls `mdb_cursor_put(MDB_NOOVERWRITE)`.
     func insert(_ key: some KeyBytes, _ value: some KeyBytes) throws -> [UInt8]? {
-        try key.withUnsafeBytes { keyBytes in
-            try value.withUnsafeBytes { valueBytes in
-                var k = MDB_val(reading: keyBytes)
-                var v = MDB_val(reading: valueBytes)
-                let code = mdb_cursor_put(handle, &k, &v, UInt32(MDB_NOOVERWRITE))
-                if code == MDB_KEYEXIST { return Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) }
-                try check(code, "mdb_cursor_put")
-                return nil
-            }
-        }
+        try insertValue(key, value, call: "mdb_cursor_put") { mdb_cursor_put(handle, $0, $1, $2) }
     }
 
     /// As `Transaction.putReserved`. Calls `mdb_cursor_put(MDB_RESERVE)`.
     func putReserved(_ key: some KeyBytes, count: Int, append: Bool = false,
-                            _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
-        try key.withUnsafeBytes { keyBytes in
+                     _ fill: (UnsafeMutableRawBufferPointer) -> Void) throws {
+        try putReservedValue(key, count: count, append: append, fill, call: "mdb_cursor_put") { mdb_cursor_put(handle, $0, $1, $2) }
+    }
+}
+
+/// The one body of `insert`, through `mdb_put` or a cursor's `mdb_cursor_put` (`put`, handed
+/// the key, the value and the flags).
+private func insertValue(_ key: some KeyBytes, _ value: some KeyBytes, call: String,
+                         _ put: (UnsafeMutablePointer<MDB_val>, UnsafeMutablePointer<MDB_val>, UInt32) -> Int32) throws -> [UInt8]? {
+    try key.withUnsafeBytes { keyBytes in
+        try value.withUnsafeBytes { valueBytes in
             var k = MDB_val(reading: keyBytes)
-            var v = MDB_val(mv_size: count, mv_data: nil)
-            let flags = UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)
-            try check(mdb_cursor_put(handle, &k, &v, flags), "mdb_cursor_put")
-            fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
+            var v = MDB_val(reading: valueBytes)
+            let code = put(&k, &v, UInt32(MDB_NOOVERWRITE))
+            if code == MDB_KEYEXIST { return Array(UnsafeRawBufferPointer(start: v.mv_data, count: v.mv_size)) }
+            try check(code, call)
+            return nil
         }
+    }
+}
+
+/// The one body of `putReserved`, as `insertValue` is of `insert`.
+private func putReservedValue(_ key: some KeyBytes, count: Int, append: Bool, _ fill: (UnsafeMutableRawBufferPointer) -> Void,
+                              call: String, _ put: (UnsafeMutablePointer<MDB_val>, UnsafeMutablePointer<MDB_val>, UInt32) -> Int32) throws {
+    try key.withUnsafeBytes { keyBytes in
+        var k = MDB_val(reading: keyBytes)
+        var v = MDB_val(mv_size: count, mv_data: nil)
+        try check(put(&k, &v, UInt32(MDB_RESERVE) | (append ? UInt32(MDB_APPEND) : 0)), call)
+        fill(UnsafeMutableRawBufferPointer(start: v.mv_data, count: count))
     }
 }
 
