@@ -85,13 +85,22 @@ extension Commands {
                 // finished a batch behind the reader (5 % of an import). At most
                 // `ImportChunk.piecesWaiting` pieces wait between the threads.
                 let piece = min(batchSize, ImportChunk.pieceSize)
-                try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { emit in
+                try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { (emit: (ImportChunk) throws -> Void, waiting: () -> Int) in
                     let reader = owned.value
                     var chunk = ImportChunk(reserving: piece)
                     var inBatch = 0  // events of the open batch in the pieces sent before
+                    // Each event's content digest (`ContentDigest`, a SHA-256 of its few hundred
+                    // bytes) is work either thread may do. This one does a piece's while the
+                    // writer has pieces in hand, and leaves them to the writer when it would
+                    // otherwise wait: whichever thread is ahead takes them, as the two threads'
+                    // speeds shift with the machine and the export.
+                    func send(_ piece: consuming ImportChunk) throws {
+                        if waiting() >= ImportChunk.backlogForDigests { piece.computeContentDigests() }
+                        try emit(piece)
+                    }
                     while let record = try reader.next() {
                         chunk.read += 1
-                        if let (prepared, type) = try converter.preparedSample(for: record) {
+                        if let (prepared, type) = try converter.preparedSample(for: record, digesting: false) {
                             // By code: the summary names a type as HealthKit spells it (as it
                             // did a look-alike spelling before, its counts merged by Swift's
                             // string equality).
@@ -103,7 +112,7 @@ extension Commands {
                                 chunk.endsBatch = inBatch >= batchSize
                                 if chunk.endsBatch { inBatch = 0 }
                                 chunk.progress = reader.progress
-                                try emit(chunk)
+                                try send(chunk)
                                 chunk = ImportChunk(reserving: piece)
                             }
                         } else {
@@ -112,7 +121,7 @@ extension Commands {
                     }
                     chunk.endsBatch = true
                     chunk.progress = reader.progress
-                    try emit(chunk)
+                    try send(chunk)
                 }, drain: { next in
                     var pending = try next()
                     while pending != nil {
@@ -288,6 +297,9 @@ struct ImportChunk: Sendable {
     /// The most pieces waiting between the threads: 40,000 events at the default, as many as
     /// four batches of 10,000 were when batches went over whole.
     static let piecesWaiting = 40
+    /// The reading thread digests a piece's events itself when at least this many pieces wait
+    /// for the writer, and leaves them to the writer otherwise.
+    static let backlogForDigests = 2
 
     /// Each is taken out (`take`) as it is appended.
     var events: [PreparedEvent?] = []
@@ -301,6 +313,11 @@ struct ImportChunk: Sendable {
     var progress: (read: Int64, total: Int64) = (0, 0)
     /// Whether this piece is its batch's last (the batch is committed after it).
     var endsBatch = false
+
+    /// Computes every event's content digest (`PreparedEvent.computeContentDigest`).
+    mutating func computeContentDigests() {
+        for index in events.indices { events[index]?.computeContentDigest() }
+    }
 
     init(reserving capacity: Int = 0) {
         events.reserveCapacity(capacity)

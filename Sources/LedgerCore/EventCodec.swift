@@ -256,8 +256,11 @@ public struct PreparedEvent: Sendable {
     public let body: [UInt8]
     public let typed: [UInt8]
     /// The SHA-256 of the content its record will store (`ContentDigest`), which the record's
-    /// chain hash covers: computed here, where the event is made, not where it is appended.
-    public let contentDigest: ContentDigest
+    /// chain hash covers: computed where the event is made (a request's thread, the decoding
+    /// thread of `append`), or nil, for the appending thread to compute, when the maker left it
+    /// (`digesting: false`) and did not come back to it (`computeContentDigest`): an import's
+    /// reading thread digests a piece only while the writer has pieces in hand.
+    public private(set) var contentDigest: ContentDigest?
 
     public init(_ event: Event) {
         self.init(id: event.id, payload: event.payload, canonicalBody: event.document.canonicalBytes)
@@ -271,11 +274,16 @@ public struct PreparedEvent: Sendable {
 
     /// With the typed form made by the caller (`checkedSample`, from the sample before it is
     /// moved into the payload).
-    init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8], typed: [UInt8]) {
+    init(id: UUID, payload: Event.Payload, canonicalBody: [UInt8], typed: [UInt8], digesting: Bool = true) {
         self.id = id
         self.payload = payload
         body = canonicalBody
         self.typed = typed
-        contentDigest = ContentDigest(body: canonicalBody, typed: typed)
+        contentDigest = digesting ? ContentDigest(body: canonicalBody, typed: typed) : nil
+    }
+
+    /// Computes the content digest if it was left (`digesting: false`).
+    public mutating func computeContentDigest() {
+        if contentDigest == nil { contentDigest = ContentDigest(body: body, typed: typed) }
     }
 }

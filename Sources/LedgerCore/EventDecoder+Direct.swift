@@ -130,21 +130,24 @@ extension PreparedEvent {
     }
 
     /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date
-    /// into RFC 3339 without making a string of it).
-    public static func checkedSample(id: UUID, _ sample: consuming Sample, start: ShortText, end: ShortText) -> PreparedEvent {
+    /// into RFC 3339 without making a string of it). With `digesting: false` the content digest
+    /// is left for later (`computeContentDigest`, or the appending thread).
+    public static func checkedSample(id: UUID, _ sample: consuming Sample, start: ShortText, end: ShortText,
+                                     digesting: Bool = true) -> PreparedEvent {
         checkedSample(id: id, consume sample, lengths: (start.count, end.count),
                       start: { out in start.withBytes { out.jsonString(utf8: $0) } },
-                      end: { out in end.withBytes { out.jsonString(utf8: $0) } })
+                      end: { out in end.withBytes { out.jsonString(utf8: $0) } }, digesting: digesting)
     }
 
     /// Both forms of the sample, made through a pointer to it before it moves into the event.
     private static func checkedSample(id: UUID, _ sample: consuming Sample, integerValue: Int64? = nil, lengths: (start: Int, end: Int),
-                                      start: (inout ByteCursor) -> Void, end: (inout ByteCursor) -> Void) -> PreparedEvent {
+                                      start: (inout ByteCursor) -> Void, end: (inout ByteCursor) -> Void,
+                                      digesting: Bool = true) -> PreparedEvent {
         let (body, typed) = withUnsafePointer(to: &sample) { sample in
             (canonicalSample(id: id, sample, integerValue: integerValue, lengths: lengths, start: start, end: end),
              EventCodec.encode(id: id, sample: sample))
         }
-        return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed)
+        return PreparedEvent(id: id, payload: .sample(consume sample), canonicalBody: body, typed: typed, digesting: digesting)
     }
 
     /// The canonical JSON of the sample `checkedSample` moves into its event, read through a

@@ -31,11 +31,21 @@ public enum Pipeline {
     public static func run<Item: Sendable>(depth: Int = 4,
                                            produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
                                            drain: (_ next: () throws -> Item?) throws -> Void) throws {
+        try run(depth: depth, produce: { emit, _ in try produce(emit) }, drain: drain)
+    }
+
+    /// The same pipeline with the producer told, through `waiting`, how many items it has sent
+    /// that the consumer has not yet taken: work either thread may do (an import's content
+    /// digests) is done by the producer while the consumer has items in hand, and left to the
+    /// consumer when it would otherwise wait.
+    public static func run<Item: Sendable>(depth: Int = 4,
+                                           produce: @escaping @Sendable (_ emit: (Item) throws -> Void, _ waiting: () -> Int) throws -> Void,
+                                           drain: (_ next: () throws -> Item?) throws -> Void) throws {
         let channel = Channel<Item>(depth: depth)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {
             do {
-                try produce { try channel.send($0) }
+                try produce({ try channel.send($0) }, { channel.waiting })
                 channel.finish(nil)
             } catch is Cancelled {
                 channel.finish(nil)
@@ -73,6 +83,13 @@ public enum Pipeline {
             if cancelled { throw Cancelled() }
             items.append(item)
             condition.broadcast()
+        }
+
+        /// Items sent and not yet received.
+        var waiting: Int {
+            condition.lock()
+            defer { condition.unlock() }
+            return items.count
         }
 
         func finish(_ error: (any Error)?) {

@@ -82,9 +82,11 @@ public struct AppleHealthConverter: Sendable {
 
     /// `prepared(for:)` with the sample's type, whose HealthKit name is the record's `type`
     /// (`healthKitName`): what an import counts records by, without comparing their names.
-    public func preparedSample(for record: HealthRecord) throws -> (event: PreparedEvent, type: QuantityType)? {
+    /// With `digesting: false`, an event made on the direct path comes without its content
+    /// digest (`PreparedEvent.computeContentDigest`).
+    public func preparedSample(for record: HealthRecord, digesting: Bool = true) throws -> (event: PreparedEvent, type: QuantityType)? {
         guard let type = AppleHealthConverter.keptTypes[record.type] else { return nil }
-        if let prepared = directlyPrepared(record, type: type) { return (prepared, type) }
+        if let prepared = directlyPrepared(record, type: type, digesting: digesting) { return (prepared, type) }
         return try event(for: record).map { (PreparedEvent($0), type) }
     }
 
@@ -100,7 +102,7 @@ public struct AppleHealthConverter: Sendable {
         return names
     }()
 
-    private func directlyPrepared(_ record: HealthRecord, type: QuantityType) -> PreparedEvent? {
+    private func directlyPrepared(_ record: HealthRecord, type: QuantityType, digesting: Bool) -> PreparedEvent? {
         let plainName = EventDecoder.isName
         guard let valueText = record.value, let value = AppleHealthConverter.decimal(valueText), value.isFinite, value >= 0,
               let (startText, start) = record.startText.flatMap({ $0.withBytes(AppleHealthConverter.exportDateText(utf8:)) }),
@@ -132,7 +134,7 @@ public struct AppleHealthConverter: Sendable {
                             source: SampleSource(name: sourceName, device: device, version: version),
                             syncId: syncId, syncVersion: syncVersion)
 
-        return .checkedSample(id: id, consume sample, start: startText, end: endText)
+        return .checkedSample(id: id, consume sample, start: startText, end: endText, digesting: digesting)
     }
 
     private static let identityPrefix = Array("ledger.import.apple-health.v1".utf8)

@@ -328,7 +328,7 @@ extension EventLog {
             seq += 1
             if versioned { try txn.put(ids, idKey, SeqKey(seq)) }
             if let previous = held { try write(previous, endsBatch: false) }
-            held = (seq, body, event.typed, event.contentDigest)
+            held = (seq, body, event.typed, event.contentDigest ?? ContentDigest(body: body, typed: event.typed))
             try fold.apply(seq: seq, recorded: recorded, id: event.id, payload: event.payload, target: target)
             counts[event.payload.kind.ordinal] += 1
             result.appended += 1

@@ -28,6 +28,32 @@ struct PipelineTests {
         #expect(seen == Array(0..<50))
     }
 
+    @Test("the producer is told how many items wait for the consumer")
+    func waiting() throws {
+        // The consumer takes the first item, then holds until the producer has seen the
+        // queue fill to its depth behind it.
+        let seenFull = DispatchSemaphore(value: 0)
+        let counts = Mutex<[Int]>([])
+        var seen: [Int] = []
+        try Pipeline.run(depth: 3, produce: { (emit: (Int) throws -> Void, waiting: () -> Int) in
+            counts.withLock { $0.append(waiting()) }
+            try emit(0)
+            // Item 0 may or may not be taken yet; items 1-3 fill the queue once it is.
+            while waiting() > 0 { usleep(100) }
+            for item in 1...3 { try emit(item) }
+            counts.withLock { $0.append(waiting()) }
+            seenFull.signal()
+            try emit(4)
+        }, drain: { next in
+            while let item = try next() {
+                if item == 0 { seenFull.wait() }
+                seen.append(item)
+            }
+        })
+        #expect(seen == [0, 1, 2, 3, 4])
+        #expect(counts.withLock { $0 } == [0, 3])
+    }
+
     @Test("a consumer error stops the producer and nothing hangs")
     func consumerError() {
         let produced = Atomic<Int>(0)
