@@ -112,7 +112,7 @@ extension Commands {
                                 chunk.endsBatch = inBatch >= batchSize
                                 if chunk.endsBatch { inBatch = 0 }
                                 chunk.progress = reader.progress
-                                try send(chunk)
+                                try send(consume chunk)
                                 chunk = ImportChunk(reserving: piece)
                             }
                         } else {
@@ -121,7 +121,7 @@ extension Commands {
                     }
                     chunk.endsBatch = true
                     chunk.progress = reader.progress
-                    try send(chunk)
+                    try send(consume chunk)
                 }, drain: { next in
                     var pending = try next()
                     while pending != nil {
