@@ -92,20 +92,29 @@ extension Commands {
             defer { progress?.finish() }
             return try log.append(expectHead: expectHead) { add in
                 // Parsing and validating (JSON, canonical form) run on a second core while
-                // this thread checks, hashes, writes and folds.
-                try Pipeline.run(produce: { emit in
+                // this thread checks, hashes, writes and folds. The samples' content digests
+                // are done by whichever thread is ahead, as an import's are: here while this
+                // one has chunks in hand (a large file, whose one transaction slows it), else
+                // by it.
+                try Pipeline.run(produce: { (emit: ([(InputLocation, PreparedEvent)]) throws -> Void, waiting: () -> Int) in
                     var chunk: [(InputLocation, PreparedEvent)] = []
-                    try EventInput.forEachPrepared(bytes) { location, prepared in
-                        chunk.append((location, prepared))
-                        if chunk.count == 256 {
-                            try emit(chunk)
-                            chunk.removeAll(keepingCapacity: true)
+                    func send() throws {
+                        if waiting() >= 2 {
+                            for index in chunk.indices { chunk[index].1.computeContentDigest() }
                         }
+                        try emit(chunk)
+                        chunk.removeAll(keepingCapacity: true)
                     }
-                    if !chunk.isEmpty { try emit(chunk) }
-                }, consume: { chunk in
-                    for (location, prepared) in chunk { try add(location, prepared) }
-                    progress?.count(chunk.count, step: EventLog.progressStep)
+                    try EventInput.forEachPrepared(bytes, digesting: false) { location, prepared in
+                        chunk.append((location, prepared))
+                        if chunk.count == 256 { try send() }
+                    }
+                    if !chunk.isEmpty { try send() }
+                }, drain: { next in
+                    while let chunk = try next() {
+                        for (location, prepared) in chunk { try add(location, prepared) }
+                        progress?.count(chunk.count, step: EventLog.progressStep)
+                    }
                 })
             }
         }

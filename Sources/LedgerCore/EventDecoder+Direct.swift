@@ -8,7 +8,7 @@ extension EventDecoder {
     /// of an unexpected JSON type) or anything it would have to refuse: the caller then takes
     /// the general path (`decode`), which gives the same result or names the problem. The tests
     /// hold the two paths to the same id, canonical JSON and typed form on generated inputs.
-    static func directSample(_ node: UnsafeMutablePointer<json_t>) -> PreparedEvent? {
+    static func directSample(_ node: UnsafeMutablePointer<json_t>, digesting: Bool = true) -> PreparedEvent? {
         guard ledger_json_type(node) == JSON_OBJECT else { return nil }
         var kind: String?, idText: String?, user: String?, typeText: String?, unit: String?
         var start: String?, end: String?, zone: String?, syncId: String?
@@ -94,7 +94,7 @@ extension EventDecoder {
         } else {
             id = derivedID(for: sample)
         }
-        return .checkedSample(id: id, sample, start: start, end: end, integerValue: value.integer)
+        return .checkedSample(id: id, sample, start: start, end: end, integerValue: value.integer, digesting: digesting)
     }
 
     /// The fields a sample may have on this path.
@@ -122,11 +122,13 @@ extension PreparedEvent {
     /// canonical JSON written directly — keys in UTF-8 order, as `JSONValue.write` sorts them,
     /// and the document normalized as `decode` normalizes it (type by its name, default user
     /// and unit, the source as an object). `start` and `end` are the texts as given, and
-    /// `integerValue` the value when the input wrote it as a JSON integer.
+    /// `integerValue` the value when the input wrote it as a JSON integer. With
+    /// `digesting: false` the content digest is left for later (`computeContentDigest`, or the
+    /// appending thread).
     public static func checkedSample(id: UUID, _ sample: consuming Sample, start: String, end: String,
-                                     integerValue: Int64? = nil) -> PreparedEvent {
+                                     integerValue: Int64? = nil, digesting: Bool = true) -> PreparedEvent {
         checkedSample(id: id, consume sample, integerValue: integerValue, lengths: (start.utf8.count, end.utf8.count),
-                      start: { $0.jsonString(start) }, end: { $0.jsonString(end) })
+                      start: { $0.jsonString(start) }, end: { $0.jsonString(end) }, digesting: digesting)
     }
 
     /// `checkedSample` with `start` and `end` held inline (an import rewrites each export date

@@ -64,10 +64,12 @@ public enum EventInput {
     /// shape go straight from Jansson's tree to the prepared event
     /// (`EventDecoder.directSample`); everything else, and everything that path cannot vouch
     /// for, takes the general path, so errors and results are the same either way.
-    public static func forEachPrepared(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() },
+    /// With `digesting: false`, samples on the direct path come without their content digest
+    /// (`PreparedEvent.computeContentDigest`).
+    public static func forEachPrepared(_ bytes: [UInt8], makeRandomID: () -> UUID = { UUID() }, digesting: Bool = true,
                                        _ body: (InputLocation, PreparedEvent) throws -> Void) throws {
         try forEachValue(bytes, line: { location, node in
-            guard let prepared = EventDecoder.directSample(node) else { return false }
+            guard let prepared = EventDecoder.directSample(node, digesting: digesting) else { return false }
             try body(location, prepared)
             return true
         }) { location, value in

@@ -122,6 +122,30 @@ struct DirectDecodeTests {
         }
     }
 
+    @Test("forEachPrepared without digests: the direct path's samples come without one, and computing it gives the eager digest")
+    func deferredDigests() throws {
+        let lines = [
+            #"{"kind":"sample","id":"9e797660-1cf9-4857-8722-526d474a60c7","type":"steps","value":12,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:01:00Z","source":"x"}"#,
+            #"{"kind":"sample","type":"distance","value":1.5,"unit":"km","start":"2026-11-29T08:00:00+01:00","end":"2026-11-29T08:05:00+01:00","source":{"name":"Watch","device":"Watch6,1"},"zone":"Europe/Paris"}"#,
+            // Not the direct path's (metadata): prepared in full, digest included.
+            #"{"kind":"sample","type":"steps","value":3,"start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"x","metadata":{"k":"v"}}"#,
+            #"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":[]}"#,
+        ]
+        let bytes = Array(lines.joined(separator: "\n").utf8)
+        let fixedID = { UUID(uuid: (1, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)) }
+        var eager: [PreparedEvent] = [], left: [PreparedEvent] = []
+        try EventInput.forEachPrepared(bytes, makeRandomID: fixedID) { eager.append($1) }
+        try EventInput.forEachPrepared(bytes, makeRandomID: fixedID, digesting: false) { left.append($1) }
+        #expect(eager.count == 4 && left.count == 4)
+        #expect(eager.allSatisfy { $0.contentDigest != nil })
+        #expect(left.map { $0.contentDigest == nil } == [true, true, false, false])
+        for (index, var event) in left.enumerated() {
+            #expect(event.body == eager[index].body && event.typed == eager[index].typed)
+            event.computeContentDigest()
+            #expect(event.contentDigest == eager[index].contentDigest)
+        }
+    }
+
     @Test("NDJSON through forEachPrepared: same events and the same first error as forEach")
     func sameStream() throws {
         var random = SeededGenerator(seed: 99)
