@@ -95,7 +95,7 @@ extension Commands {
                     // otherwise wait: whichever thread is ahead takes them, as the two threads'
                     // speeds shift with the machine and the export.
                     func send(_ piece: consuming ImportChunk) throws {
-                        if waiting() >= ImportChunk.backlogForDigests { piece.computeContentDigests() }
+                        if waiting() >= PreparedEvent.backlogForDigests { piece.computeContentDigests() }
                         try emit(piece)
                     }
                     while let record = try reader.next() {
@@ -297,9 +297,6 @@ struct ImportChunk: Sendable {
     /// The most pieces waiting between the threads: 40,000 events at the default, as many as
     /// four batches of 10,000 were when batches went over whole.
     static let piecesWaiting = 40
-    /// The reading thread digests a piece's events itself when at least this many pieces wait
-    /// for the writer, and leaves them to the writer otherwise.
-    static let backlogForDigests = 2
 
     /// Each is taken out (`take`) as it is appended.
     var events: [PreparedEvent?] = []

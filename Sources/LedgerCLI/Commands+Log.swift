@@ -99,7 +99,7 @@ extension Commands {
                 try Pipeline.run(produce: { (emit: ([(InputLocation, PreparedEvent)]) throws -> Void, waiting: () -> Int) in
                     var chunk: [(InputLocation, PreparedEvent)] = []
                     func send() throws {
-                        if waiting() >= 2 {
+                        if waiting() >= PreparedEvent.backlogForDigests {
                             for index in chunk.indices { chunk[index].1.computeContentDigest() }
                         }
                         try emit(chunk)

@@ -282,6 +282,11 @@ public struct PreparedEvent: Sendable {
         contentDigest = digesting ? ContentDigest(body: canonicalBody, typed: typed) : nil
     }
 
+    /// How many items waiting for the writer (`Pipeline`'s `waiting`) make a decoding thread
+    /// digest the events it hands over itself; with fewer, it leaves them to the writer, which
+    /// would otherwise wait. `import` and `append` both go by it.
+    public static let backlogForDigests = 2
+
     /// Computes the content digest if it was left (`digesting: false`).
     public mutating func computeContentDigest() {
         if contentDigest == nil { contentDigest = ContentDigest(body: body, typed: typed) }
