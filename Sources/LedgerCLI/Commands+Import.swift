@@ -1,6 +1,7 @@
 import Foundation
 import LedgerCore
 import Projections
+import Synchronization
 import LedgerImport
 import LedgerStore
 
@@ -85,7 +86,7 @@ extension Commands {
                 // finished a batch behind the reader (5 % of an import). At most
                 // `ImportChunk.piecesWaiting` pieces wait between the threads.
                 let piece = min(batchSize, ImportChunk.pieceSize)
-                try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { (emit: (ImportChunk) throws -> Void, waiting: () -> Int) in
+                try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { (emit: (consuming ImportChunk) throws -> Void, waiting: () -> Int) in
                     let reader = owned.value
                     var chunk = ImportChunk(reserving: piece)
                     var inBatch = 0  // events of the open batch in the pieces sent before
@@ -95,8 +96,8 @@ extension Commands {
                     // otherwise wait: whichever thread is ahead takes them, as the two threads'
                     // speeds shift with the machine and the export.
                     func send(_ piece: consuming ImportChunk) throws {
-                        if waiting() >= PreparedEvent.backlogForDigests { piece.computeContentDigests() }
-                        try emit(piece)
+                        if waiting() >= PreparedEvent.backlogForDigests.load(ordering: .relaxed) { piece.computeContentDigests() }
+                        try emit(consume piece)
                     }
                     while let record = try reader.next() {
                         chunk.read += 1

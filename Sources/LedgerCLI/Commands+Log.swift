@@ -2,6 +2,7 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import Projections
+import Synchronization
 
 extension Commands {
     static let initCommand = Command(
@@ -96,10 +97,10 @@ extension Commands {
                 // are done by whichever thread is ahead, as an import's are: here while this
                 // one has chunks in hand (a large file, whose one transaction slows it), else
                 // by it.
-                try Pipeline.run(produce: { (emit: ([(InputLocation, PreparedEvent)]) throws -> Void, waiting: () -> Int) in
+                try Pipeline.run(produce: { (emit: (consuming [(InputLocation, PreparedEvent)]) throws -> Void, waiting: () -> Int) in
                     var chunk: [(InputLocation, PreparedEvent)] = []
                     func send() throws {
-                        if waiting() >= PreparedEvent.backlogForDigests {
+                        if waiting() >= PreparedEvent.backlogForDigests.load(ordering: .relaxed) {
                             for index in chunk.indices { chunk[index].1.computeContentDigest() }
                         }
                         try emit(chunk)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The typed view of an event (`id` and `payload`) as compact bytes, stored next to the
 /// canonical JSON in each record (formats 2 and 3, docs/STORAGE.md) so that rebuilds, replays and
@@ -256,10 +257,11 @@ public struct PreparedEvent: Sendable {
     public let body: [UInt8]
     public let typed: [UInt8]
     /// The SHA-256 of the content its record will store (`ContentDigest`), which the record's
-    /// chain hash covers: computed where the event is made (a request's thread, the decoding
-    /// thread of `append`), or nil, for the appending thread to compute, when the maker left it
-    /// (`digesting: false`) and did not come back to it (`computeContentDigest`): an import's
-    /// reading thread digests a piece only while the writer has pieces in hand.
+    /// chain hash covers: computed where the event is made (a request's thread), or nil, for
+    /// the appending thread to compute, when the maker left it (`digesting: false`) and did not
+    /// come back to it (`computeContentDigest`): the decoding threads of `import` and `append`
+    /// digest what they hand over only while the writer has work in hand
+    /// (`backlogForDigests`).
     public private(set) var contentDigest: ContentDigest?
 
     public init(_ event: Event) {
@@ -284,8 +286,10 @@ public struct PreparedEvent: Sendable {
 
     /// How many items waiting for the writer (`Pipeline`'s `waiting`) make a decoding thread
     /// digest the events it hands over itself; with fewer, it leaves them to the writer, which
-    /// would otherwise wait. `import` and `append` both go by it.
-    public static let backlogForDigests = 2
+    /// would otherwise wait. `import` and `append` both go by it. Which thread digests changes
+    /// nothing stored, so the tests move it (0: the decoding thread always digests; `Int.max`:
+    /// never) to run both ways.
+    public static let backlogForDigests = Atomic<Int>(2)
 
     /// Computes the content digest if it was left (`digesting: false`).
     public mutating func computeContentDigest() {

@@ -12,7 +12,7 @@ public enum Pipeline {
     public struct Cancelled: Error {}
 
     public static func run<Item: Sendable>(depth: Int = 4,
-                                           produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
+                                           produce: @escaping @Sendable (_ emit: (consuming Item) throws -> Void) throws -> Void,
                                            consume: (consuming Item) throws -> Void) throws {
         try run(depth: depth, produce: produce, drain: { next in
             while let item = try next() {
@@ -29,7 +29,7 @@ public enum Pipeline {
     /// after the items sent before it). An import takes a batch's pieces one by one into one
     /// transaction this way, so the writer starts on a piece while the reader makes the next.
     public static func run<Item: Sendable>(depth: Int = 4,
-                                           produce: @escaping @Sendable (_ emit: (Item) throws -> Void) throws -> Void,
+                                           produce: @escaping @Sendable (_ emit: (consuming Item) throws -> Void) throws -> Void,
                                            drain: (_ next: () throws -> Item?) throws -> Void) throws {
         try run(depth: depth, produce: { emit, _ in try produce(emit) }, drain: drain)
     }
@@ -39,13 +39,13 @@ public enum Pipeline {
     /// digests) is done by the producer while the consumer has items in hand, and left to the
     /// consumer when it would otherwise wait.
     public static func run<Item: Sendable>(depth: Int = 4,
-                                           produce: @escaping @Sendable (_ emit: (Item) throws -> Void, _ waiting: () -> Int) throws -> Void,
+                                           produce: @escaping @Sendable (_ emit: (consuming Item) throws -> Void, _ waiting: () -> Int) throws -> Void,
                                            drain: (_ next: () throws -> Item?) throws -> Void) throws {
         let channel = Channel<Item>(depth: depth)
         let finished = DispatchSemaphore(value: 0)
         let thread = Thread {
             do {
-                try produce({ try channel.send($0) }, { channel.waiting })
+                try produce({ item in try channel.send(consume item) }, { channel.waiting })
                 channel.finish(nil)
             } catch is Cancelled {
                 channel.finish(nil)
@@ -76,12 +76,15 @@ public enum Pipeline {
 
         init(depth: Int) { self.depth = max(1, depth) }
 
-        func send(_ item: Item) throws {
+        /// Takes `item` over: the producer keeps no reference to it once it is queued, so the
+        /// consumer may take it apart in place (a reference the producer still held until its
+        /// `emit` returned made that copy the whole item).
+        func send(_ item: consuming Item) throws {
             condition.lock()
             defer { condition.unlock() }
             while items.count >= depth, !cancelled { condition.wait() }
             if cancelled { throw Cancelled() }
-            items.append(item)
+            items.append(consume item)
             condition.broadcast()
         }
 

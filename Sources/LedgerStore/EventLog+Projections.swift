@@ -203,7 +203,7 @@ extension EventLog {
             }
             return
         }
-        try Pipeline.run(depth: 4, produce: { (emit: ([FoldedRecord]) throws -> Void) in
+        try Pipeline.run(depth: 4, produce: { (emit: (consuming [FoldedRecord]) throws -> Void) in
             let step = makeStep()
             var chunk: [FoldedRecord] = []
             chunk.reserveCapacity(4096)
@@ -214,13 +214,16 @@ extension EventLog {
                     chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
                                               recorded: raw.recorded, endsBatch: raw.endsBatch))
                     if chunk.count == 4096 {
-                        try emit(chunk)
-                        chunk.removeAll(keepingCapacity: true)
+                        // Moved over, so that the folding thread, which takes the records
+                        // out, finds the list its own and never copies it.
+                        try emit(consume chunk)
+                        chunk = []
+                        chunk.reserveCapacity(4096)
                     }
                     return true
                 }
             }
-            if !chunk.isEmpty { try emit(chunk) }
+            if !chunk.isEmpty { try emit(consume chunk) }
         }, consume: { (chunk: consuming [FoldedRecord]) in
             // Each record is moved out of the chunk and lent to `fold`: copying it out, or
             // lending it in place (which the compiler made a copy too), retained its strings.

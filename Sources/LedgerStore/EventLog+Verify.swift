@@ -49,7 +49,7 @@ extension EventLog {
         }
         var report = VerifyReport(verified: 0, head: Head(seq: 0, hash: EventRecord.genesisHash, recorded: nil))
         var reported: UInt64 = 0
-        try Pipeline.run(depth: 4, produce: { (emit: (Item) throws -> Void) in
+        try Pipeline.run(depth: 4, produce: { (emit: (consuming Item) throws -> Void) in
             // A record keyed before seq 1 is outside the chain, which the walk below starts at
             // (an audit: a copy stored at seq 0 was never named, and the fold counted it).
             try self.environment.read { txn in

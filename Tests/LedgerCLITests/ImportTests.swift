@@ -5,6 +5,7 @@ import LedgerCore
 import LedgerStore
 import LedgerTestSupport
 import Projections
+import Synchronization
 import Testing
 
 /// The real exports in ../shared/data (see its README), relative to the package root.
@@ -286,6 +287,53 @@ struct ImportTests {
             #expect(again.status == 0, "\(again.stderr)")
             #expect(again.stdout.contains("appended 0, duplicates 2"), "\(again.stdout)")
         }
+    }
+
+    /// The decoding threads of `import` and `append` digest what they hand over only while the
+    /// writer has work waiting, which depends on the two threads' speeds; the threshold is moved
+    /// here so that each way runs in full: every digest on the decoding thread (0) and every
+    /// one left to the writer (`Int.max`).
+    @Test("whichever thread makes the content digests, import and append store the same records, and they verify")
+    func digestsOnEitherThread() throws {
+        let records = (0..<2_500).map { index in
+            let start = String(format: "2022-09-%02d %02d:%02d:00 +0200", 1 + index / 1440, index / 60 % 24, index % 60)
+            let end = String(format: "2022-09-%02d %02d:%02d:30 +0200", 1 + index / 1440, index / 60 % 24, index % 60)
+            return #" <Record type="HKQuantityTypeIdentifierStepCount" sourceName="\#(index % 4 == 0 ? "Watch" : "iPhone")" unit="count" creationDate="\#(end)" startDate="\#(start)" endDate="\#(end)" value="\#(index % 90)"/>"#
+        }
+        let lines = (0..<2_500).map { index in
+            let start = String(format: "2026-09-%02dT%02d:%02d:00Z", 1 + index / 1440, index / 60 % 24, index % 60)
+            let end = String(format: "2026-09-%02dT%02d:%02d:30Z", 1 + index / 1440, index / 60 % 24, index % 60)
+            return #"{"kind":"sample","type":"steps","value":\#(index % 90),"start":"\#(start)","end":"\#(end)","source":"\#(index % 4 == 0 ? "Watch" : "iPhone")"}"#
+        }
+        defer { PreparedEvent.backlogForDigests.store(2, ordering: .relaxed) }
+        var stored: [[[UInt8]]] = []
+        for threshold in [0, Int.max] {
+            PreparedEvent.backlogForDigests.store(threshold, ordering: .relaxed)
+            var contents: [[UInt8]] = []
+            for command in ["import", "append"] {
+                try withTemporaryLedger { db in
+                    let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+                    let run: Run
+                    if command == "import" {
+                        let path = folder.appendingPathComponent("export.xml").path
+                        try ImportTests.export(records).write(toFile: path, atomically: true, encoding: .utf8)
+                        run = ledger(["import", "apple-health", path, "--batch", "1500"], db: db)
+                    } else {
+                        run = ledger(["append"], stdin: lines.joined(separator: "\n"), db: db)
+                    }
+                    #expect(run.status == 0, "\(command) with threshold \(threshold): \(run.stderr)")
+                    let log = try EventLog(path: db, create: false)
+                    #expect(try log.walkChain().verified == 2_500, "\(command) with threshold \(threshold)")
+                    #expect(try log.verifyChain().verified == 2_500, "\(command) with threshold \(threshold)")
+                    for seq in UInt64(1)...2_500 {
+                        let record = try #require(try log.record(at: seq))
+                        contents.append(record.body + record.typed)
+                    }
+                }
+            }
+            stored.append(contents)
+        }
+        #expect(stored.count == 2 && stored[0].count == 5_000 && stored[0] == stored[1])
     }
 
     @Test("a truncated file stops naming a line, keeps whole batches, and a re-run completes it")

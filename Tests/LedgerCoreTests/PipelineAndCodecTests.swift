@@ -35,11 +35,16 @@ struct PipelineTests {
         let seenFull = DispatchSemaphore(value: 0)
         let counts = Mutex<[Int]>([])
         var seen: [Int] = []
-        try Pipeline.run(depth: 3, produce: { (emit: (Int) throws -> Void, waiting: () -> Int) in
+        try Pipeline.run(depth: 3, produce: { (emit: (consuming Int) throws -> Void, waiting: () -> Int) in
             counts.withLock { $0.append(waiting()) }
             try emit(0)
-            // Item 0 may or may not be taken yet; items 1-3 fill the queue once it is.
-            while waiting() > 0 { usleep(100) }
+            // Item 0 may or may not be taken yet; items 1-3 fill the queue once it is. (A
+            // `waiting` that never came back to 0 fails here, after 10 s, rather than hangs.)
+            var tries = 0
+            while waiting() > 0, tries < 100_000 {
+                usleep(100)
+                tries += 1
+            }
             for item in 1...3 { try emit(item) }
             counts.withLock { $0.append(waiting()) }
             seenFull.signal()
