@@ -188,32 +188,36 @@ public enum EventCodec {
         let bytes: UnsafeRawBufferPointer
         var offset = 0
 
-        mutating func take(_ count: Int) throws(Malformed) -> UnsafeRawBufferPointer {
+        /// The offset of the next `count` bytes, which it then passes; throws when fewer are
+        /// left. Each field is checked once here and then read in place (a slice per field, and
+        /// integers folded byte by byte out of it, were a tenth of a rebuild's decoding thread).
+        private mutating func advance(_ count: Int) throws(Malformed) -> Int {
             guard count >= 0, bytes.count - offset >= count else {
                 throw Malformed(description: "value ends inside a field at byte \(offset)")
             }
             defer { offset += count }
-            return UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+            return offset
         }
 
-        mutating func u8() throws(Malformed) -> UInt8 { try take(1)[0] }
+        mutating func take(_ count: Int) throws(Malformed) -> UnsafeRawBufferPointer {
+            let start = try advance(count)
+            return UnsafeRawBufferPointer(start: bytes.baseAddress.map { $0 + start }, count: count)
+        }
+
+        mutating func u8() throws(Malformed) -> UInt8 { bytes[try advance(1)] }
 
         mutating func u32() throws(Malformed) -> UInt32 {
-            let field = try take(4)
-            return field.reduce(0) { $0 << 8 | UInt32($1) }
+            UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: try advance(4), as: UInt32.self))
         }
 
         mutating func u64() throws(Malformed) -> UInt64 {
-            let field = try take(8)
-            return field.reduce(0) { $0 << 8 | UInt64($1) }
+            UInt64(bigEndian: bytes.loadUnaligned(fromByteOffset: try advance(8), as: UInt64.self))
         }
 
         mutating func i64() throws(Malformed) -> Int64 { Int64(bitPattern: try u64()) }
 
         mutating func uuid() throws(Malformed) -> UUID {
-            let b = try take(16)
-            return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                               b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+            UUID(uuid: bytes.loadUnaligned(fromByteOffset: try advance(16), as: uuid_t.self))
         }
 
         mutating func string() throws(Malformed) -> String {
