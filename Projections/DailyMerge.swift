@@ -49,12 +49,14 @@ enum DailyMerge {
         // other local days, in other zones, compete too); a target wins time only inside its
         // own day. Window edges are boundaries, so each stretch is wholly in or out of a window.
         var boundaries: [(time: Int64, kind: Int8, share: Int)] = []  // kind: -1 close, 0 edge, 1 open
-        for (position, share) in shares.enumerated() where !share.isInstant {
-            boundaries.append((share.start, 1, position))
-            boundaries.append((share.end, -1, position))
-            if share.isTarget {
-                boundaries.append((share.clippedStart, 0, position))
-                boundaries.append((share.clippedEnd, 0, position))
+        boundaries.reserveCapacity(4 * shares.count)
+        // By index, each field read in place: a copy of each share retained its source.
+        for position in shares.indices where !shares[position].isInstant {
+            boundaries.append((shares[position].start, 1, position))
+            boundaries.append((shares[position].end, -1, position))
+            if shares[position].isTarget {
+                boundaries.append((shares[position].clippedStart, 0, position))
+                boundaries.append((shares[position].clippedEnd, 0, position))
             }
         }
         // Closings before openings at the same instant: intervals are half-open.
@@ -124,18 +126,19 @@ enum DailyMerge {
                 return share.isInstant ? !share.isTarget || covered[position] || share.value == 0 : !decides[position]
             }
         }
-        for (position, share) in shares.enumerated() where share.isTarget {
-            if share.isInstant {
+        for position in shares.indices where shares[position].isTarget {
+            let value = shares[position].value
+            if shares[position].isInstant {
                 // A zero-length sample counts unless a better-ranked sample covers its instant.
                 guard !covered[position] else { continue }
-                total += share.value
+                total += value
             } else {
                 guard won[position] > 0 else { continue }
-                let duration = share.end - share.start
-                total += won[position] == duration ? share.value : share.value * Double(won[position]) / Double(duration)
+                let duration = shares[position].end - shares[position].start
+                total += won[position] == duration ? value : value * Double(won[position]) / Double(duration)
             }
             samples += 1
-            sources.insert(share.source)
+            sources.insert(shares[position].source)
         }
         // Nothing contributed: every sample of the day lost its time to better-ranked samples
         // bucketed on neighbouring days (in other zones). A day without samples has no row.

@@ -210,7 +210,7 @@ extension JSONValue {
         case .bool(let value):
             out.append(contentsOf: (value ? "true" : "false").utf8)
         case .int(let value):
-            out.append(contentsOf: String(value).utf8)
+            JSONValue.writeInteger(value, to: &out)
         case .double(let value):
             JSONValue.writeNumber(value, to: &out)
         case .string(let value):
@@ -251,16 +251,44 @@ extension JSONValue {
     /// values are left out.
     public static func writeObject(_ values: [JSONValue?], keys: [[UInt8]], to out: inout [UInt8]) {
         precondition(values.count == keys.count)
+        writeObject(keys: keys, value: { values[$0] }, to: &out)
+    }
+
+    /// `writeObject` with the value under `keys[index]` given by `value(index)`: no list of
+    /// the values is made (a row's, for every change a commit stores).
+    public static func writeObject(keys: [[UInt8]], value: (Int) -> JSONValue?, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         var first = true
-        for index in values.indices {
-            guard let value = values[index] else { continue }
+        for index in keys.indices {
+            guard let value = value(index) else { continue }
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
             out.append(contentsOf: keys[index])
             value.write(to: &out)
         }
         out.append(UInt8(ascii: "}"))
+    }
+
+    /// Appends `value`'s decimal digits, as `String(value)` spells them, with no string made.
+    public static func writeInteger(_ value: Int64, to out: inout [UInt8]) {
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        writeInteger(value.magnitude, to: &out)
+    }
+
+    /// `writeInteger` of an unsigned value.
+    public static func writeInteger(_ value: UInt64, to out: inout [UInt8]) {
+        var magnitude = value
+        // 20 digits at most (UInt64.max), written from the end of a scratch space on the stack.
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &scratch) { digits in
+            var start = digits.count
+            repeat {
+                start -= 1
+                digits[start] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: digits[start...]))
+        }
     }
 
     /// `value`, with -0.0 (`-0.0`, `-0e0`, or a negative number too small to represent, as
@@ -274,7 +302,11 @@ extension JSONValue {
     /// Writes a finite number; integral values below 2^53 are written without a fraction,
     /// so `100` and `100.0` are the same content.
     public static func writeNumber(_ value: Double, to out: inout [UInt8]) {
-        out.append(contentsOf: numberText(value).utf8)
+        if isWhole(value) {
+            writeInteger(Int64(value), to: &out)
+        } else {
+            out.append(contentsOf: value.description.utf8)
+        }
     }
 
     /// `writeNumber`'s text.

@@ -76,12 +76,18 @@ extension EventLog {
             let row = change.row ?? change.previous
             let user = row?.values["user"]?.stringValue ?? ""
             let type = row?.values["type"]?.stringValue.flatMap(QuantityType.init(name:))
-            var value: [UInt8] = [change.projection.code, type?.code ?? 0]
-            value += UInt64(user.utf8.count).bigEndianBytes.suffix(4)
-            value += Array(user.utf8)
-            value += change.jsonBytes
+            let json = change.jsonBytes
+            // Made in one list of its final size (appending the parts one by one grew it
+            // three times).
+            var value: [UInt8] = []
+            value.reserveCapacity(6 + user.utf8.count + json.count)
+            value.append(change.projection.code)
+            value.append(type?.code ?? 0)
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: user.utf8.count).bigEndian) { value.append(contentsOf: $0) }
+            value.append(contentsOf: user.utf8)
+            value.append(contentsOf: json)
             var key = change.seq.bigEndianBytes
-            withUnsafeBytes(of: index.bigEndian) { key += $0 }
+            withUnsafeBytes(of: index.bigEndian) { key.append(contentsOf: $0) }
             try body(key, value)
             index += 1
         }
