@@ -309,7 +309,11 @@ public enum EventDecoder {
     static func containsControlCharacter(_ text: String) -> Bool {
         // In UTF-8, U+0000–U+001F and U+007F are single bytes, U+0080–U+009F are C2 80–C2 9F.
         return text.withUTF8Bytes { bytes in
-            var index = 0
+            // Eight ASCII bytes at a time while they last (names nearly always are); from the
+            // first word holding a byte of 0x80 or more, one byte at a time, which also sees a
+            // C2 and the byte after it together.
+            var index = ByteScan.asciiPrefix(of: bytes) { ByteScan.hasByte(below: 0x20, in: $0) || ByteScan.hasByte(0x7F, in: $0) }
+            if index < 0 { return true }
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte < 0x20 || byte == 0x7F { return true }

@@ -339,7 +339,18 @@ extension JSONValue {
 
     /// Whether `bytes` go into a JSON string as they are: no control character, `"` or `\\`.
     static func needsNoEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        !bytes.contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        // Eight bytes at a time, then the rest one by one.
+        var index = 0
+        if let base = bytes.baseAddress {
+            let raw = UnsafeRawPointer(base)
+            while index + 8 <= bytes.count {
+                let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+                if ByteScan.hasByte(below: 0x20, in: word) || ByteScan.hasByte(UInt8(ascii: "\""), in: word)
+                    || ByteScan.hasByte(UInt8(ascii: "\\"), in: word) { return false }
+                index += 8
+            }
+        }
+        return !bytes[index...].contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
     }
 }
 
@@ -397,5 +408,47 @@ extension ByteCursor {
     /// An integer as `JSONValue.int` writes it.
     package mutating func jsonInteger(_ value: Int64) {
         decimal(value)
+    }
+}
+
+/// Questions about eight bytes at once, asked of a word loaded from them (the usual bit tricks:
+/// a byte below `n` borrows when `n` is taken from it, and its top bit, clear before, is set
+/// after). Each says exactly whether some byte of the word is so: a borrow that spreads to a
+/// higher byte starts from a byte that is.
+enum ByteScan {
+    private static let ones: UInt64 = 0x0101_0101_0101_0101
+    private static let tops: UInt64 = 0x8080_8080_8080_8080
+
+    /// Whether a byte of `word` is below `limit` (at most 0x80).
+    @inline(__always)
+    static func hasByte(below limit: UInt8, in word: UInt64) -> Bool {
+        (word &- ones &* UInt64(limit)) & ~word & tops != 0
+    }
+
+    /// Whether a byte of `word` is `byte`.
+    @inline(__always)
+    static func hasByte(_ byte: UInt8, in word: UInt64) -> Bool {
+        hasByte(below: 1, in: word ^ (ones &* UInt64(byte)))
+    }
+
+    /// Whether every byte of `word` is ASCII (below 0x80).
+    @inline(__always)
+    static func isASCII(_ word: UInt64) -> Bool { word & tops == 0 }
+
+    /// Walks `bytes` eight at a time while each word is ASCII: -1 as soon as `found` holds for
+    /// one, else the offset of the first byte not yet looked at (a word with a byte of 0x80 or
+    /// more, or the last few bytes).
+    @inline(__always)
+    static func asciiPrefix(of bytes: UnsafeBufferPointer<UInt8>, _ found: (UInt64) -> Bool) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        let raw = UnsafeRawPointer(base)
+        var index = 0
+        while index + 8 <= bytes.count {
+            let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            guard isASCII(word) else { return index }
+            if found(word) { return -1 }
+            index += 8
+        }
+        return index
     }
 }

@@ -383,3 +383,46 @@ struct ByteLevelHelperTests {
         }
     }
 }
+
+@Suite("byte scans eight bytes at a time")
+struct ByteScanTests {
+    /// Byte strings of every length up to 40, mostly printable ASCII, with the bytes the scans
+    /// look for (and their neighbours) placed at random: each word-at-a-time answer is held to
+    /// a byte-by-byte one.
+    @Test("needsNoEscape and containsControlCharacter answer as byte-by-byte scans do")
+    func againstBytewise() {
+        var random = SplitMix64(seed: 2026_12_02)
+        let special: [UInt8] = [0x00, 0x01, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7E, 0x7F, 0x80,
+                                0x9F, 0xA0, 0xC1, 0xC2, 0xC3, 0xE2, 0xFF]
+        var escapes = 0, controls = 0
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 41)
+            var bytes = (0..<count).map { _ in UInt8(0x20 + random.next() % 0x5F) }
+            for _ in 0..<Int(random.next() % 3) where count > 0 {
+                bytes[Int(random.next() % UInt64(count))] = special[Int(random.next() % UInt64(special.count))]
+            }
+            let expectedNoEscape = !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }
+            var expectedControl = false
+            for index in bytes.indices {
+                if bytes[index] < 0x20 || bytes[index] == 0x7F { expectedControl = true }
+                if bytes[index] == 0xC2, index + 1 < bytes.count, (0x80...0x9F).contains(bytes[index + 1]) { expectedControl = true }
+            }
+            bytes.withUnsafeBufferPointer { buffer in
+                #expect(JSONValue.needsNoEscape(buffer) == expectedNoEscape, "\(bytes)")
+            }
+            // As a string: its bytes when they are UTF-8, else what repairing them gives.
+            let text = String(decoding: bytes, as: UTF8.self)
+            var textControl = false
+            let utf8 = Array(text.utf8)
+            for index in utf8.indices {
+                if utf8[index] < 0x20 || utf8[index] == 0x7F { textControl = true }
+                if utf8[index] == 0xC2, index + 1 < utf8.count, (0x80...0x9F).contains(utf8[index + 1]) { textControl = true }
+            }
+            #expect(EventDecoder.containsControlCharacter(text) == textControl, "\(utf8)")
+            if !expectedNoEscape { escapes += 1 }
+            if expectedControl { controls += 1 }
+        }
+        // Both answers come out both ways often, so the comparison is not vacuous.
+        #expect(escapes > 2_000 && escapes < 18_000 && controls > 2_000 && controls < 18_000, "\(escapes) \(controls)")
+    }
+}
