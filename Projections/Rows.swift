@@ -22,33 +22,37 @@ public enum ProjectionName: String, CaseIterable, Sendable {
         return "daily-steps is daily of type \(implied.rawValue); it cannot take \(option) \(spelled)"
     }
 
-    /// `columns` as JSON object keys (`JSONValue.objectKeys`), made once per projection.
-    public var columnKeys: [[UInt8]] {
-        switch self {
-        case .daily: ProjectionName.keys.daily
-        case .perSource: ProjectionName.keys.perSource
-        case .lastKnown: ProjectionName.keys.lastKnown
-        case .grants: ProjectionName.keys.grants
-        }
-    }
-    private static let keys = (daily: JSONValue.objectKeys(columns.daily), perSource: JSONValue.objectKeys(columns.perSource),
-                               lastKnown: JSONValue.objectKeys(columns.lastKnown), grants: JSONValue.objectKeys(columns.grants))
+    /// The columns of its rows, in output order.
+    public var columns: [String] { layout.columns }
 
-    /// The columns of its rows, in output order. (Each list is made once: every change a
-    /// commit stores writes its rows by them.)
-    public var columns: [String] {
+    /// `columns` as JSON object keys (`JSONValue.objectKeys`).
+    public var columnKeys: [[UInt8]] { layout.keys }
+
+    /// Each projection's columns and their keys, made once: every change a commit stores
+    /// writes its rows by them.
+    private var layout: ColumnLayout {
         switch self {
-        case .daily: ProjectionName.columns.daily
-        case .perSource: ProjectionName.columns.perSource
-        case .lastKnown: ProjectionName.columns.lastKnown
-        case .grants: ProjectionName.columns.grants
+        case .daily: ColumnLayout.daily
+        case .perSource: ColumnLayout.perSource
+        case .lastKnown: ColumnLayout.lastKnown
+        case .grants: ColumnLayout.grants
         }
     }
-    private static let columns = (
-        daily: ["user", "type", "date", "value", "unit", "samples", "sources"],
-        perSource: ["user", "type", "date", "source", "value", "unit", "samples"],
-        lastKnown: ["user", "type", "date", "value", "unit", "latestSampleEnd", "seq", "recorded", "stale"],
-        grants: ["user", "client", "read", "share", "updated", "seq"])
+
+    private struct ColumnLayout {
+        let columns: [String]
+        let keys: [[UInt8]]
+
+        init(_ columns: [String]) {
+            self.columns = columns
+            keys = JSONValue.objectKeys(columns)
+        }
+
+        static let daily = ColumnLayout(["user", "type", "date", "value", "unit", "samples", "sources"])
+        static let perSource = ColumnLayout(["user", "type", "date", "source", "value", "unit", "samples"])
+        static let lastKnown = ColumnLayout(["user", "type", "date", "value", "unit", "latestSampleEnd", "seq", "recorded", "stale"])
+        static let grants = ColumnLayout(["user", "client", "read", "share", "updated", "seq"])
+    }
 }
 
 /// A projection row: its values by column (absent columns are left out of JSON).

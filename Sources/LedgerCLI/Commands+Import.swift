@@ -1,7 +1,6 @@
 import Foundation
 import LedgerCore
 import Projections
-import Synchronization
 import LedgerImport
 import LedgerStore
 
@@ -96,7 +95,7 @@ extension Commands {
                     // otherwise wait: whichever thread is ahead takes them, as the two threads'
                     // speeds shift with the machine and the export.
                     func send(_ piece: consuming ImportChunk) throws {
-                        if waiting() >= PreparedEvent.backlogForDigests.load(ordering: .relaxed) { piece.computeContentDigests() }
+                        if PreparedEvent.producerDigests(waiting: waiting()) { piece.computeContentDigests() }
                         try emit(consume piece)
                     }
                     while let record = try reader.next() {

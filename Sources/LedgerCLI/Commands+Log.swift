@@ -2,7 +2,6 @@ import Foundation
 import LedgerCore
 import LedgerStore
 import Projections
-import Synchronization
 
 extension Commands {
     static let initCommand = Command(
@@ -100,7 +99,7 @@ extension Commands {
                 try Pipeline.run(produce: { (emit: (consuming [(InputLocation, PreparedEvent)]) throws -> Void, waiting: () -> Int) in
                     var chunk: [(InputLocation, PreparedEvent)] = []
                     func send() throws {
-                        if waiting() >= PreparedEvent.backlogForDigests.load(ordering: .relaxed) {
+                        if PreparedEvent.producerDigests(waiting: waiting()) {
                             for index in chunk.indices { chunk[index].1.computeContentDigest() }
                         }
                         try emit(chunk)

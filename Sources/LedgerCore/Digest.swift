@@ -59,9 +59,9 @@ public enum Digest {
 
 /// The SHA-256 of a record's content (from byte 42 on: the JSON's length, the JSON and the typed
 /// event), which a format 3 record's chain hash covers in place of the content itself
-/// (docs/STORAGE.md). Held inline (no array per event), and computed where the event is
-/// prepared: an import's reading thread hashes each event's few hundred bytes, and the
-/// appending thread, the import's slower one, hashes only the 82 bytes that chain it.
+/// (docs/STORAGE.md). Held inline (no array per event), and computed by whichever thread is
+/// ahead (`PreparedEvent.contentDigest`): the appending thread then hashes only the 82 bytes
+/// that chain each event.
 public struct ContentDigest: Sendable, Equatable {
     private var storage: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
 

@@ -295,6 +295,12 @@ public struct PreparedEvent: Sendable {
     /// never) to run both ways.
     public static let backlogForDigests = Atomic<Int>(2)
 
+    /// Whether a decoding thread with `waiting` items not yet taken by the writer digests the
+    /// next it hands over itself (`backlogForDigests`).
+    public static func producerDigests(waiting: Int) -> Bool {
+        waiting >= backlogForDigests.load(ordering: .relaxed)
+    }
+
     /// Computes the content digest if it was left (`digesting: false`).
     public mutating func computeContentDigest() {
         if contentDigest == nil { contentDigest = ContentDigest(body: body, typed: typed) }

@@ -309,11 +309,6 @@ extension JSONValue {
         }
     }
 
-    /// `writeNumber`'s text.
-    static func numberText(_ value: Double) -> String {
-        isWhole(value) ? String(Int64(value)) : value.description
-    }
-
     /// Whether `writeNumber` writes `value` as an integer: a whole number that a double holds
     /// exactly.
     static func isWhole(_ value: Double) -> Bool {
@@ -339,6 +334,7 @@ extension JSONValue {
 
     /// Whether `bytes` go into a JSON string as they are: no control character, `"` or `\\`.
     static func needsNoEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        func escaped(_ byte: UInt8) -> Bool { byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") }
         // Eight bytes at a time, then the rest one by one.
         var index = 0
         if let base = bytes.baseAddress {
@@ -350,7 +346,7 @@ extension JSONValue {
                 index += 8
             }
         }
-        return !bytes[index...].contains { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }
+        return !bytes[index...].contains(where: escaped)
     }
 }
 

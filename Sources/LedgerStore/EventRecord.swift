@@ -21,8 +21,8 @@ import Projections
 ///
 /// Format 3: `hash = SHA-256(previous hash ‖ seq as 8 big-endian bytes ‖ bytes 0 and 1 ‖ bytes
 /// 34..<42 ‖ SHA-256(bytes 42…))`: every byte but the hash itself is covered, the format too, so
-/// that no record of another format can stand in for one; its inner digest (`ContentDigest`) is
-/// made where the event is prepared. Formats 1 and 2: `SHA-256(previous hash ‖ seq ‖ bytes 1 and
+/// that no record of another format can stand in for one; its inner digest (`ContentDigest`) may
+/// be made before the event is appended (`PreparedEvent.contentDigest`). Formats 1 and 2: `SHA-256(previous hash ‖ seq ‖ bytes 1 and
 /// 34…)`. The hash before `seq` 1 is 32 zero bytes.
 /// The typed part is what folds read (no JSON parse, no second validation); `verify` checks
 /// that it says exactly what the JSON says. Batch ends are part of the log because projections
@@ -83,7 +83,7 @@ public struct EventRecord: Sendable, Equatable {
     /// previous record's: the bytes `chained` returns, without the arrays it builds them in
     /// (an append writes every record this way, and `perf` put a tenth of an import's
     /// appending thread in those arrays). `content` is `ContentDigest(body:typed:)`, made
-    /// with the event (`PreparedEvent.contentDigest`).
+    /// with the event or by the append (`PreparedEvent.contentDigest`).
     static func writeChained(into out: UnsafeMutableRawBufferPointer, seq: UInt64, recorded: Timestamp, endsBatch: Bool,
                              body: [UInt8], typed: [UInt8], content: ContentDigest, previousHash: inout [UInt8]) {
         precondition(out.count == storedSize(body: body.count, typed: typed.count) && previousHash.count == 32)
