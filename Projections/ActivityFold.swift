@@ -140,7 +140,13 @@ public final class ActivityFold {
     private var step: Step?
     /// Every bucket change of the batch's events, in order (`Step.changes`).
     private var bucketChanges: [BucketChange] = []
-    private typealias BucketChange = (key: DayKey, entry: BucketEntry, added: Bool)
+    /// A struct, not a tuple: the append of a tuple of these went through a generic copy
+    /// (the optimizer merged its outlined copy with others, type metadata as a parameter).
+    private struct BucketChange {
+        var key: DayKey
+        var entry: BucketEntry
+        var added: Bool
+    }
     /// How many `last-known` rows took the rule before version 10 because the walk back gave
     /// up (past `walkBudget`), or because no event of the batch touched the type though the
     /// facts differ from the stored ones (which this fold did not write; projections of
@@ -730,7 +736,7 @@ public final class ActivityFold {
     private func noteChange(_ key: DayKey, _ entry: BucketEntry, added: Bool) {
         guard step != nil else { return }
         step!.user = key.user
-        bucketChanges.append((key, entry, added))
+        bucketChanges.append(BucketChange(key: key, entry: entry, added: added))
     }
 
     /// `userType`'s facts as the batch has left them so far, with `user`'s ranks: the days
