@@ -150,28 +150,82 @@ public struct Timestamp: Sendable, Hashable, Comparable, Codable {
     }
 
     /// RFC 3339 at a fixed offset (seconds east of UTC), with microseconds only when non-zero.
+    /// Written byte by byte into the string's own storage: made by interpolation, each took
+    /// about 8,000 instructions, a tenth of a one-event append's (`last-known` rows carry two).
     public func format(offsetSeconds: Int, alwaysFraction: Bool = true) -> String {
         let local = microseconds + Int64(offsetSeconds) * 1_000_000
         let (secondsTotal, micros) = local.floorDivided(by: 1_000_000)
         let (days, secondOfDay) = secondsTotal.floorDivided(by: 86_400)
         let date = CivilDate(daysSinceEpoch: Int(days))
         let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay / 60 % 60), second = Int(secondOfDay % 60)
-        var text = "\(date.description)T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2))"
-        if alwaysFraction || micros != 0 { text += "." + pad(Int(micros), 6) }
-        if offsetSeconds == 0 {
-            text += "Z"
-        } else {
-            let sign = offsetSeconds < 0 ? "-" : "+"
-            let magnitude = abs(offsetSeconds)
-            text += "\(sign)\(pad(magnitude / 3600, 2)):\(pad(magnitude / 60 % 60, 2))"
+        return String(unsafeUninitializedCapacity: PaddedText.timestampCapacity) { out in
+            var text = PaddedText(out)
+            date.write(to: &text)
+            text.byte(UInt8(ascii: "T"))
+            text.padded(hour, 2)
+            text.byte(UInt8(ascii: ":"))
+            text.padded(minute, 2)
+            text.byte(UInt8(ascii: ":"))
+            text.padded(second, 2)
+            if alwaysFraction || micros != 0 {
+                text.byte(UInt8(ascii: "."))
+                text.padded(Int(micros), 6)
+            }
+            if offsetSeconds == 0 {
+                text.byte(UInt8(ascii: "Z"))
+            } else {
+                text.byte(offsetSeconds < 0 ? UInt8(ascii: "-") : UInt8(ascii: "+"))
+                let magnitude = offsetSeconds.magnitude
+                text.padded(magnitude / 3600, 2)
+                text.byte(UInt8(ascii: ":"))
+                text.padded(magnitude / 60 % 60, 2)
+            }
+            return text.count
         }
-        return text
     }
 }
 
-func pad(_ value: Int, _ width: Int) -> String {
-    let text = String(value)
-    return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+/// ASCII written into a buffer of known size: what `Timestamp.format` and
+/// `CivilDate.description` make their strings in.
+struct PaddedText {
+    /// Room for any date: a year, month and day of at most 20 characters each (an `Int`'s
+    /// digits and sign) and two dashes.
+    static let dateCapacity = 64
+    /// Room for any timestamp: its date, the time of day, six digits of fraction and an
+    /// offset whose hours may be any `Int`'s.
+    static let timestampCapacity = dateCapacity + 64
+
+    private let out: UnsafeMutableBufferPointer<UInt8>
+    private(set) var count = 0
+
+    init(_ out: UnsafeMutableBufferPointer<UInt8>) { self.out = out }
+
+    mutating func byte(_ value: UInt8) {
+        out[count] = value
+        count += 1
+    }
+
+    /// The characters `String(value)` has, after zeros up to `width` characters in all: the
+    /// zeros come before a minus sign (`-5` to width 4 is `00-5`), as they always have.
+    mutating func padded(_ value: some BinaryInteger, _ width: Int) {
+        var magnitude = UInt64(value.magnitude)
+        var digits = 1
+        var rest = magnitude / 10
+        while rest > 0 {
+            digits += 1
+            rest /= 10
+        }
+        let length = digits + (value < 0 ? 1 : 0)
+        for _ in length..<max(length, width) { byte(UInt8(ascii: "0")) }
+        if value < 0 { byte(UInt8(ascii: "-")) }
+        var position = count + digits
+        count = position
+        repeat {
+            position -= 1
+            out[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+    }
 }
 
 extension Int64 {
@@ -255,7 +309,21 @@ public struct CivilDate: Sendable, Hashable, Comparable, Codable, CustomStringCo
         lhs.daysSinceEpoch < rhs.daysSinceEpoch
     }
 
+    /// `YYYY-MM-DD`, each field's digits padded with zeros in front (written into the string's
+    /// storage: by interpolation, each took about 2,700 instructions).
     public var description: String {
-        "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))"
+        String(unsafeUninitializedCapacity: PaddedText.dateCapacity) { out in
+            var text = PaddedText(out)
+            write(to: &text)
+            return text.count
+        }
+    }
+
+    func write(to text: inout PaddedText) {
+        text.padded(year, 4)
+        text.byte(UInt8(ascii: "-"))
+        text.padded(month, 2)
+        text.byte(UInt8(ascii: "-"))
+        text.padded(day, 2)
     }
 }

@@ -202,6 +202,56 @@ struct TimestampFormattingTests {
         }
     }
 
+    /// `format` and `CivilDate.description` write their bytes themselves; they were made by
+    /// string interpolation, which this test keeps as the reference: the same text for any
+    /// instant an `Int64` of microseconds holds, any offset, either fraction rule, and dates
+    /// with fields of any sign and size (zeros go before a minus sign, as they always have).
+    @Test("formatting writes what the interpolated formatting wrote (seeded)")
+    func sameAsInterpolation() {
+        func pad(_ value: Int, _ width: Int) -> String {
+            let text = String(value)
+            return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+        }
+        func reference(_ date: CivilDate) -> String { "\(pad(date.year, 4))-\(pad(date.month, 2))-\(pad(date.day, 2))" }
+        func reference(_ instant: Timestamp, offsetSeconds: Int, alwaysFraction: Bool) -> String {
+            let local = instant.microseconds + Int64(offsetSeconds) * 1_000_000
+            let (secondsTotal, micros) = local.floorDivided(by: 1_000_000)
+            let (days, secondOfDay) = secondsTotal.floorDivided(by: 86_400)
+            let date = CivilDate(daysSinceEpoch: Int(days))
+            let hour = Int(secondOfDay / 3600), minute = Int(secondOfDay / 60 % 60), second = Int(secondOfDay % 60)
+            var text = "\(reference(date))T\(pad(hour, 2)):\(pad(minute, 2)):\(pad(second, 2))"
+            if alwaysFraction || micros != 0 { text += "." + pad(Int(micros), 6) }
+            if offsetSeconds == 0 {
+                text += "Z"
+            } else {
+                let magnitude = abs(offsetSeconds)
+                text += "\(offsetSeconds < 0 ? "-" : "+")\(pad(magnitude / 3600, 2)):\(pad(magnitude / 60 % 60, 2))"
+            }
+            return text
+        }
+        var generator = SeededGenerator(seed: 0xF0_4A7)
+        // Offsets of every size a zone has and more; the instant is kept where adding the
+        // offset's microseconds cannot overflow.
+        let offsets = [0, 1, -1, 59, 3_600, -3_600, 19_800, -34_200, 50_400, -43_200, 45_900, 86_399, -86_401, 1_000_000, -99_999_999]
+        let edge: [Int64] = [0, -1, 1, 999_999, -1_000_000, 86_399_999_999, -86_400_000_001]
+        for round in 0..<30_000 {
+            let micros = round < edge.count ? edge[round]
+                : Int64.random(in: (Int64.min / 2)...(Int64.max / 2), using: &generator) >> UInt64.random(in: 0...40, using: &generator)
+            let instant = Timestamp(microseconds: micros)
+            let offset = offsets[Int.random(in: 0..<offsets.count, using: &generator)]
+            let always = Bool.random(using: &generator)
+            #expect(instant.format(offsetSeconds: offset, alwaysFraction: always)
+                    == reference(instant, offsetSeconds: offset, alwaysFraction: always), "\(micros) \(offset) \(always)")
+            let date = CivilDate(year: Int.random(in: -99_999...99_999, using: &generator),
+                                 month: Int.random(in: -20...20, using: &generator), day: Int.random(in: -40...40, using: &generator))
+            #expect(date.description == reference(date), "\(date.year) \(date.month) \(date.day)")
+        }
+        for date in [CivilDate(year: .min, month: .min, day: .min), CivilDate(year: .max, month: .max, day: .max),
+                     CivilDate(year: -5, month: 0, day: -1), CivilDate(year: 0, month: 1, day: 1)] {
+            #expect(date.description == reference(date), "\(date.year) \(date.month) \(date.day)")
+        }
+    }
+
     @Test("timestamps order by instant and survive Codable")
     func comparableAndCodable() throws {
         let early = Timestamp(microseconds: -5)
