@@ -333,6 +333,12 @@ struct ByteLevelHelperTests {
             for (a, b) in Array(zip(names, names.shuffled())) + Array(zip(names, names)) {
                 #expect(sameName(a, b) == Array(a.utf8).elementsEqual(Array(b.utf8)), "\(Array(a.utf8)) \(Array(b.utf8))")
             }
+            // The same bytes in storage of their own (a long name's words then differ: the
+            // comparison of its bytes decides), and a name with itself (the words decide).
+            for a in names {
+                let copy = String(decoding: Array(a.utf8), as: UTF8.self)
+                #expect(sameName(a, copy) && sameName(copy, a) && sameName(a, a), "\(Array(a.utf8))")
+            }
         }
         #expect(sameName("Caf\u{E9}", "Cafe\u{301}") == false)  // equal as Strings
         #expect(sameName("", "") == true)
