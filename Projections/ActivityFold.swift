@@ -79,16 +79,30 @@ public final class ActivityFold {
     private let emitsChanges: Bool
     private var calendar: DayCalendar { context.calendar }
 
+    /// A user's number as the key of the fold's tables of users: hashed as `DayKey` is
+    /// (`WordHash`), where a `UInt32` key went through SipHash, 3 % of a rebuild.
+    private struct UserKey: Hashable, Comparable {
+        var id: UInt32
+        init(_ id: UInt32) { self.id = id }
+        func hash(into hasher: inout Hasher) { hasher.combine(id) }
+        func _rawHashValue(seed: Int) -> Int { WordHash.mix(UInt64(id), seed: seed) }
+        static func < (a: UserKey, b: UserKey) -> Bool { a.id < b.id }
+    }
+
     private struct DayKey: Hashable {
         var user: UInt32
         var type: QuantityType
         var day: Int
         var bytes: [UInt8] { StateKey.day(user, type, day) }
 
-        /// One word hashed instead of three fields: every sample looks up each of its days.
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(UInt64(user) &<< 35 ^ UInt64(type.code) &<< 32 ^ UInt64(UInt32(truncatingIfNeeded: day)))
-        }
+        /// The three fields in one word: every sample looks up each of its days.
+        private var word: UInt64 { UInt64(user) &<< 35 ^ UInt64(type.code) &<< 32 ^ UInt64(UInt32(truncatingIfNeeded: day)) }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(word) }
+
+        /// What `Dictionary` and `Set` ask: the word and the table's seed mixed by
+        /// `WordHash.mix`, not run through SipHash (its finalization was 1 % of a rebuild).
+        func _rawHashValue(seed: Int) -> Int { WordHash.mix(word, seed: seed) }
     }
 
     private struct UserType: Hashable {
@@ -125,8 +139,8 @@ public final class ActivityFold {
         var end: Int64
     }
 
-    private var users: [UInt32: UserState] = [:]
-    private var dirtyUsers: Set<UInt32> = []
+    private var users: [UserKey: UserState] = [:]
+    private var dirtyUsers: Set<UserKey> = []
     /// Keyed by the name's UTF-8 bytes, as the stored names are: Swift's String equality would
     /// merge canonically equivalent names ("é" precomposed and decomposed) into one user.
     private var userIDs: [[UInt8]: UInt32] = [:]
@@ -136,7 +150,7 @@ public final class ActivityFold {
     private var dirtyDays: [DayKey: Cause] = [:]
     private var changes: [RowChange] = []
     /// The batch's events, per user, as far as they changed buckets (`Step`).
-    private var steps: [UInt32: [Step]] = [:]
+    private var steps: [UserKey: [Step]] = [:]
     private var step: Step?
     /// Every bucket change of the batch's events, in order (`Step.changes`).
     private var bucketChanges: [BucketChange] = []
@@ -181,7 +195,7 @@ public final class ActivityFold {
         defer {
             if var step, let user = step.user {
                 step.changes = step.changes.lowerBound..<bucketChanges.count
-                steps[user, default: []].append(step)
+                steps[UserKey(user), default: []].append(step)
             }
             step = nil
         }
@@ -215,9 +229,9 @@ public final class ActivityFold {
         // new source of a user with many would copy all of them, and written back through
         // `users[userID]!` the state was copied and destroyed again (every string and list it
         // holds retained and released, per sample).
-        let userIndex = users.index(forKey: userID)!
+        let userIndex = users.index(forKey: UserKey(userID))!
         if users.values[userIndex].sources[sample.type, default: NameIndex()].insert(sample.source.name).added {
-            dirtyUsers.insert(userID)
+            dirtyUsers.insert(UserKey(userID))
         }
         try place(SampleRecord(id: id, user: userID, type: sample.type, source: sample.source.name,
                                value: sample.value, unit: sample.unit, start: sample.start,
@@ -231,10 +245,10 @@ public final class ActivityFold {
     /// it under its seq (`position`). Its user's state is in `users` (read there in place: a
     /// copy of it retains every name and list it holds). The record is moved in, not copied.
     private func place(_ record: consuming SampleRecord, at seq: UInt64, cause: Cause) throws {
-        let zoneName = record.zone ?? users[record.user]!.zone ?? context.defaultZone.name
-        if !users[record.user]!.zones.contains(zoneName) {
-            users[record.user]!.zones.append(zoneName)
-            dirtyUsers.insert(record.user)
+        let zoneName = record.zone ?? users[UserKey(record.user)]!.zone ?? context.defaultZone.name
+        if !users[UserKey(record.user)]!.zones.contains(zoneName) {
+            users[UserKey(record.user)]!.zones.append(zoneName)
+            dirtyUsers.insert(UserKey(record.user))
         }
         let zone = lastZone.value(for: zoneName, calendar.zone(named:))
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
@@ -252,7 +266,7 @@ public final class ActivityFold {
             noteChange(key, entry, added: true)
             markDirty(key, cause)
         }
-        try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
+        try markNeighbours(of: record, mixedZones: users[UserKey(record.user)]!.hasMixedZones, cause: cause)
         // Moved into the closure: one that captured it, or read it through a pointer, copied it
         // (its strings retained).
         let count = record.encodedCount
@@ -276,7 +290,7 @@ public final class ActivityFold {
             markDirty(key, cause)
         }
         try loadUser(record.user)
-        try markNeighbours(of: record, mixedZones: users[record.user]!.hasMixedZones, cause: cause)
+        try markNeighbours(of: record, mixedZones: users[UserKey(record.user)]!.hasMixedZones, cause: cause)
     }
 
     /// Local days in different zones overlap in time by up to 26 hours, so once a user has
@@ -373,7 +387,7 @@ public final class ActivityFold {
     /// order of the events that caused them. Empties the fold's caches.
     public func flush() throws -> [RowChange] {
         for userID in dirtyUsers.sorted() {
-            try store.put(.users, StateKey.user(userID), users[userID]!.encoded)
+            try store.put(.users, StateKey.user(userID.id), users[userID]!.encoded)
         }
         let days = dirtyDays.sorted { a, b in
             // Ties in key order: (user, type code, day) is the order of the key bytes.
@@ -565,7 +579,7 @@ public final class ActivityFold {
     /// exactly when a day the event changed has a total.
     private func lastChange(_ userType: UserType, user: UserState, facts: Facts?, before: Facts?) throws -> Walk {
         // No row before the batch or after it: none to name an event in, and no change to send.
-        guard facts != nil || before != nil, let steps = steps[userType.user],
+        guard facts != nil || before != nil, let steps = steps[UserKey(userType.user)],
               // The state before the batch's first event that touched the type is the batch's
               // start, whose facts are stored (`before`): reaching it needs no merge. (A batch
               // of one event per user, what group commit gives, walks no further.)
@@ -823,22 +837,22 @@ public final class ActivityFold {
 
     /// Makes sure the user's state is in `users`.
     private func loadUser(_ id: UInt32) throws {
-        if users.index(forKey: id) == nil { _ = try userState(id) }
+        if users.index(forKey: UserKey(id)) == nil { _ = try userState(id) }
     }
 
     private func userState(_ id: UInt32) throws -> UserState {
-        if let state = users[id] { return state }
+        if let state = users[UserKey(id)] { return state }
         guard let bytes = try store.get(.users, StateKey.user(id)) else {
             throw DamagedState(reason: "user \(id) has a key but no state")
         }
         let state = try UserState(decoding: bytes)
-        users[id] = state
+        users[UserKey(id)] = state
         return state
     }
 
     private func setUserState(_ id: UInt32, _ state: UserState) {
-        users[id] = state
-        dirtyUsers.insert(id)
+        users[UserKey(id)] = state
+        dirtyUsers.insert(UserKey(id))
     }
 }
 
@@ -867,3 +881,4 @@ private struct LastLookup<Value> {
         return value
     }
 }
+

@@ -78,6 +78,10 @@ public enum QuantityType: String, Sendable, Hashable, Codable, CaseIterable, Com
 
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// What `Dictionary` and `Set` ask (`WordHash`): each user's sources are looked up by type
+    /// per sample.
+    public func _rawHashValue(seed: Int) -> Int { WordHash.mix(UInt64(code), seed: seed) }
+
     public static func < (lhs: QuantityType, rhs: QuantityType) -> Bool {
         lhs.rawValue < rhs.rawValue
     }
@@ -85,3 +89,4 @@ public enum QuantityType: String, Sendable, Hashable, Codable, CaseIterable, Com
     /// Every accepted spelling, for error messages.
     public static let acceptedNames = "steps, distance, flights, active-energy (or HealthKit's identifiers)"
 }
+

@@ -245,3 +245,31 @@ func enumIdentity() {
         }
     }
 }
+
+@Suite("WordHash")
+struct WordHashTests {
+    /// Keys shaped as the fold's are (a user's number, a type's code and a day in one word,
+    /// `DayKey`), a million of them, fill the low 16 bits a table of 65,536 buckets takes
+    /// evenly, under several seeds: a mix that left those bits to a few fields would crowd
+    /// them into a fraction of the buckets. And the mix is a bijection: no two collide whole.
+    @Test("fold-shaped keys spread over a table's buckets, and never collide whole")
+    func spreads() {
+        for seed in [0, 1, -1, 0x5EED, Int.max] {
+            var buckets = [Int](repeating: 0, count: 1 << 16)
+            var whole = Set<Int>()
+            for user in 0..<64 as Range<UInt64> {
+                for code in 1...4 as ClosedRange<UInt64> {
+                    for day in 0..<4096 as Range<UInt64> {
+                        let hash = WordHash.mix(user << 35 ^ code << 32 ^ day, seed: seed)
+                        buckets[hash & 0xFFFF] += 1
+                        whole.insert(hash)
+                    }
+                }
+            }
+            // 1,048,576 keys: 16 a bucket on average.
+            #expect(whole.count == 1 << 20, "seed \(seed)")
+            #expect(buckets.allSatisfy { $0 > 0 } && buckets.max()! <= 48, "seed \(seed): \(buckets.min()!)...\(buckets.max()!)")
+        }
+        #expect(WordHash.mix(7, seed: 1) != WordHash.mix(7, seed: 2))
+    }
+}
