@@ -55,6 +55,28 @@ struct ByteReader {
         return String(decoding: bytes[(offset - count)..<offset], as: UTF8.self)
     }
 
+    /// A string earlier read from these bytes, and where its bytes lie (`string(reusing:)`).
+    struct ReadString {
+        var range: Range<Int>
+        var value: String
+    }
+
+    /// `string()`, but the string `last` holds when the bytes are the same as its: the entries
+    /// of a day's bucket nearly all name one or two sources and one zone, and each name made
+    /// anew was checked as UTF-8 again (and allocated, past 15 bytes).
+    mutating func string(reusing last: inout ReadString?) throws(DamagedState) -> String {
+        let count = Int(try u32())
+        try skip(count)
+        let range = (offset - count)..<offset
+        if let previous = last, previous.range.count == count,
+           bytes.withUnsafeBytes({ memcmp($0.baseAddress! + previous.range.lowerBound, $0.baseAddress! + range.lowerBound, count) == 0 }) {
+            return previous.value
+        }
+        let value = String(decoding: bytes[range], as: UTF8.self)
+        last = ReadString(range: range, value: value)
+        return value
+    }
+
     mutating func raw(_ count: Int) throws(DamagedState) -> [UInt8] {
         try skip(count)
         return Array(bytes[(offset - count)..<offset])

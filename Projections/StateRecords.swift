@@ -347,8 +347,9 @@ struct BucketEntry: Equatable {
 
     static func decode(_ bytes: [UInt8]) throws(DamagedState) -> [BucketEntry] {
         var reader = ByteReader(bytes)
+        var source: ByteReader.ReadString?, zone: ByteReader.ReadString?
         return try reader.items(try reader.count(ofItemsOfAtLeast: 48)) { (r) throws(DamagedState) in
-            BucketEntry(id: try r.uuid(), source: try r.string(), zone: try r.string(),
+            BucketEntry(id: try r.uuid(), source: try r.string(reusing: &source), zone: try r.string(reusing: &zone),
                         start: try r.instant(), end: try r.instant(), value: try r.f64())
         }
     }

@@ -5,10 +5,11 @@ import Testing
 
 @Suite("state records")
 struct StateRecordTests {
-    @Test("a bucket's latest end, read without decoding its entries, is the decoded entries' latest end")
+    @Test("a bucket's entries decode to what was encoded, and its latest end, read without decoding them, is theirs")
     func latestEnd() throws {
         var random = SplitMix64(seed: 31)
-        let names = ["", "iPhone", "Apple Watch de Zoë", "🏃 tracker", String(repeating: "x", count: 300)]
+        // "iPhone" and "iPad 2" are of one length: decoding reuses a name only for the same bytes.
+        let names = ["", "iPhone", "iPad 2", "Apple Watch de Zoë", "🏃 tracker", String(repeating: "x", count: 300)]
         #expect(try BucketEntry.latestEnd(BucketEntry.encode([])) == nil)
         for _ in 0..<500 {
             let entries = (0..<Int(random.next() % 40)).map { _ in
@@ -20,6 +21,9 @@ struct StateRecordTests {
                             value: Double(random.next() % 10_000) / 7)
             }
             let bytes = BucketEntry.encode(entries)
+            let decoded = try BucketEntry.decode(bytes)
+            #expect(decoded == entries)
+            #expect(decoded.map { Array($0.source.utf8) + [0] + Array($0.zone.utf8) } == entries.map { Array($0.source.utf8) + [0] + Array($0.zone.utf8) })
             #expect(try BucketEntry.latestEnd(bytes) == BucketEntry.decode(bytes).map(\.end).max())
             #expect(try BucketEntry.latestEnd(bytes) == entries.map(\.end).max())
         }
