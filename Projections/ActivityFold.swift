@@ -487,16 +487,17 @@ public final class ActivityFold {
             if added { ranks.append(user.rank(of: source, type: key.type)) }
             return ranks[position]
         }
+        // Each entry's fields read in place: a copy of it retained and released its names.
         var shares = order.enumerated().map { position, index -> DayShare in
-            let entry = entries[index]
-            if window?.zone != entry.zone {
-                let found = calendar.window(of: key.day, in: calendar.zone(named: entry.zone))
-                window = (entry.zone, found.start, found.end)
+            if window?.zone != entries[index].zone {
+                let found = calendar.window(of: key.day, in: calendar.zone(named: entries[index].zone))
+                window = (entries[index].zone, found.start, found.end)
             }
             let window = window!
-            return DayShare(index: position, source: entry.source, rank: rank(entry.source),
-                            start: entry.start, end: entry.end, value: entry.value,
-                            clippedStart: max(entry.start, window.start), clippedEnd: min(entry.end, window.end), id: entry.id)
+            let (start, end) = (entries[index].start, entries[index].end)
+            return DayShare(index: position, source: entries[index].source, rank: rank(entries[index].source),
+                            start: start, end: end, value: entries[index].value,
+                            clippedStart: max(start, window.start), clippedEnd: min(end, window.end), id: entries[index].id)
         }
         if user.hasMixedZones {
             // Samples bucketed on nearby days in other zones compete for the same hours.
