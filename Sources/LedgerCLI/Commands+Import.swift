@@ -87,6 +87,20 @@ extension Commands {
                 let piece = min(batchSize, ImportChunk.pieceSize)
                 try Pipeline.run(depth: ImportChunk.piecesWaiting, produce: { (emit: (consuming ImportChunk) throws -> Void, waiting: () -> Int) in
                     let reader = owned.value
+                    // The writer checks for a signal between the pieces it is handed, and this
+                    // thread between records and between waits on a pipe: an export of only
+                    // skipped types, or a stalled pipe, hands over nothing for a long time (an
+                    // audit: such an import ignored SIGTERM to its end, or for ever).
+                    let stop = { interrupted.load(ordering: .relaxed) }
+                    reader.isInterrupted = stop
+                    func nextRecord() throws -> HealthRecord? {
+                        do {
+                            if stop() { throw ImportInterrupted() }
+                            return try reader.next()
+                        } catch where stop() {
+                            throw ImportInterrupted()
+                        }
+                    }
                     var chunk = ImportChunk(reserving: piece)
                     var inBatch = 0  // events of the open batch in the pieces sent before
                     // Each event's content digest (`ContentDigest`, a SHA-256 of its few hundred
@@ -98,7 +112,7 @@ extension Commands {
                         if PreparedEvent.producerDigests(waiting: waiting()) { piece.computeContentDigests() }
                         try emit(consume piece)
                     }
-                    while let record = try reader.next() {
+                    while let record = try nextRecord() {
                         chunk.read += 1
                         if let (prepared, type) = try converter.preparedSample(for: record, digesting: false) {
                             // By code: the summary names a type as HealthKit spells it (as it

@@ -146,6 +146,7 @@ final class ExportStream {
                 unread = Array(magic[0..<count])  // a pipe cannot seek back: hand these over first
             }
             source = .file(fd)
+            waitsForInput = !regular
             totalBytes = regular ? Int64(info.st_size) : 0
         }
     }
@@ -221,6 +222,29 @@ final class ExportStream {
     /// Bytes read from a pipe to tell a zip from XML, not yet handed over.
     private var unread: [UInt8] = []
 
+    /// Whether the import was asked to stop (SIGINT or SIGTERM): a pipe, a terminal or a
+    /// socket is waited on in short polls that ask it between them, since a read blocked on a
+    /// stalled pipe never returned to the importer's check (an audit: a stalled `… | ledger
+    /// import apple-health -` ignored SIGTERM until killed). A regular file's reads do not block.
+    var isInterrupted: (() -> Bool)?
+    /// Whether reads may block for ever (not a regular file).
+    private var waitsForInput = false
+
+    /// Waits until `fd` has bytes (or its end) to read; false, with `problem` set, when the
+    /// import was asked to stop first.
+    private func awaitInput(_ fd: Int32) -> Bool {
+        guard waitsForInput, let isInterrupted else { return true }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while !isInterrupted() {
+            // A quarter of a second between checks; a signal delivered to this thread ends
+            // the wait at once (EINTR), one delivered to another is seen at the next check.
+            let ready = poll(&entry, 1, 250)
+            if ready > 0 || (ready < 0 && errno != EINTR) { return true }  // an error is read's to report
+        }
+        problem = "the import was interrupted"
+        return false
+    }
+
     /// Lends `body` the cleaned bytes not yet handed over, all of them (a read's worth), and
     /// returns their count: 0 at the end, -1 on a read error (`body` is not called for either).
     /// The parser reads them where they are: copied into a buffer of its own first, every
@@ -245,6 +269,7 @@ final class ExportStream {
                     count = unread.count
                     unread = []
                 } else {
+                    guard awaitInput(fd) else { return false }
                     count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
                 }
             case .zip(let zip, _, let file):

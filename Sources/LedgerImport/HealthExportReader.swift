@@ -188,6 +188,13 @@ public final class HealthExportReader {
         }
     }
 
+    /// Asked between waits on a pipe or a terminal (which may never send more): when it
+    /// says true, `next` throws rather than wait on. Set before reading, on the reading thread.
+    public var isInterrupted: (() -> Bool)? {
+        get { stream.isInterrupted }
+        set { stream.isInterrupted = newValue }
+    }
+
     /// Uncompressed bytes of XML read so far, and in all.
     public var progress: (read: Int64, total: Int64) { (stream.bytesRead, stream.totalBytes) }
 

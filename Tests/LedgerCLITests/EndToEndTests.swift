@@ -218,6 +218,43 @@ struct EndToEndTests {
         }
     }
 
+    /// An audit: signals were looked at only between the batches the writer is handed, so an
+    /// import of a pipe that sends only records of skipped types, or that stalls, went on past
+    /// SIGTERM to its end, or for ever (it needed SIGKILL).
+    @Test("SIGTERM stops an import of a pipe that sends only skipped records, or that stalls", arguments: ["skipped", "stalled"])
+    func interruptedPipeImport(_ feed: String) throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let fifo = db + ".fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            defer { unlink(fifo) }
+            // Heart rate is not imported: an endless stream of it hands the writer nothing.
+            let writer = feed == "skipped"
+                ? #"(exec > "$FIFO" 2>/dev/null; printf '<HealthData>\n'; exec yes '<Record type="HKQuantityTypeIdentifierHeartRate" sourceName="W" unit="count/min" startDate="2019-05-16 16:20:49 -0400" endDate="2019-05-16 16:20:49 -0400" value="60"/>') &"#
+                : #"(exec > "$FIFO"; printf '<HealthData>\n<Record type="HKQuantityTypeIdentifierStepCount" sourceName="W" unit="count" startDate="2019-05-16 16:20:49 -0400" endDate="2019-05-16 16:21:49 -0400" value="60"/>\n'; exec sleep 120) &"#
+            let child = try SpawnedGroup(shell: writer + #" exec "$LEDGER" import apple-health "$FIFO" --db "$DB" 2>&1"#,
+                                         environment: ["LEDGER": binary, "FIFO": fifo, "DB": db])
+            defer { child.killGroup() }
+            // The ledger is made once the import has started reading, its handlers in place.
+            for _ in 0..<2_000 where !FileManager.default.fileExists(atPath: db + "/data.mdb") { usleep(5_000) }
+            usleep(300_000)
+            kill(child.pid, SIGTERM)
+            var status: Int32 = 0
+            var exited = false
+            for _ in 0..<1_000 where !exited {  // at most 10 s
+                exited = waitpid(child.pid, &status, WNOHANG) == child.pid
+                if !exited { usleep(10_000) }
+            }
+            #expect(exited, "the import was still running 10 s after SIGTERM")
+            guard exited else { return }
+            #expect((status >> 8) & 0xFF == 130)
+            // The writer goes first: dash leaves it a copy of this test's end of the output.
+            child.killGroup()
+            #expect(child.readRemainingOutput() == "Interrupted: nothing was imported\n")
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
     /// Arguments are read as UTF-8: one that is not used to reach the command mangled, and
     /// an import said a file with U+FFFD in its name did not exist.
     @Test("an argument that is not UTF-8 is a usage error that says so")
