@@ -232,6 +232,10 @@ extension EventLog {
         try writeToLog { txn in try append(expectHead: expectHead, duplicates: rule, in: txn, produce) }
     }
 
+    /// The longest stored JSON of an event: `log` adds `{"seq":N,"recorded":"…","hash":"…",`
+    /// (at most 142 bytes, N of 20 digits) and its line must stay within `maxLineBytes`.
+    public static let maximumStoredBody = EventInput.maxLineBytes - 142
+
     func append(expectHead: UInt64?, duplicates rule: DuplicateRule = .exact, in txn: Transaction,
                 _ produce: (_ add: (InputLocation?, PreparedEvent) throws -> Void) throws -> Void) throws -> AppendResult {
         let head = try head(in: txn)
@@ -308,6 +312,13 @@ extension EventLog {
                 return
             }
 
+            // What `log` prints of an event must be appendable again (`ledger log | ledger
+            // append --db COPY`): its stored JSON with the seq, recorded and hash put in front,
+            // within an NDJSON line's 1 MiB. (An audit: a line of exactly 1 MiB was taken,
+            // and its copy refused.)
+            if body.count > EventLog.maximumStoredBody {
+                throw InputError(location: location, message: "the event is \(body.count) bytes stored (its JSON without spaces, with its id and unit); at most \(EventLog.maximumStoredBody) are taken, so that the line 'ledger log' prints of it, with seq, recorded and hash added, stays within the 1 MiB 'ledger append' takes")
+            }
             // Per-sample state is keyed by the sample's seq, so a batch writes it on adjacent
             // pages at the end of the table rather than one random page per sample.
             let position = SeqKey(seq + 1)

@@ -32,6 +32,12 @@ func snapshot(_ path: String) throws -> [String: Data] {
     return files
 }
 
+/// `sample` with a `pad` field that makes it `length` bytes long.
+func padded(_ sample: String, to length: Int) -> String {
+    let filler = length - (sample.utf8.count - 1) - #","pad":""#.utf8.count - #""}"#.utf8.count
+    return String(sample.dropLast()) + #","pad":""# + String(repeating: "y", count: filler) + #""}"#
+}
+
 let goodSample = #"{"kind":"sample","type":"steps","value":100,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#
 
 @Suite("Bad input is refused with exit 65, a message naming line and field, and nothing written")
@@ -52,6 +58,8 @@ struct BadInputTests {
         ("no offset", #"{"kind":"sample","type":"steps","value":1,"start":"2026-02-03T08:00:00","end":"2026-03-01T07:10:00Z","source":"iPhone"}"#, "line 1: 'start' is not an RFC 3339 timestamp"),
         ("5 KiB source name", #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":""# + String(repeating: "x", count: 5 * 1024) + "\"}", "line 1: 'source' is longer than 1 KiB"),
         ("2 MiB line", goodSample + "\n{\"kind\":\"sample\",\"pad\":\"" + String(repeating: "y", count: 2 << 20) + "\"}", "line 2: line is longer than 1 MiB"),
+        // What `log` prints of it would not fit a line (an audit: taken, but its copy refused).
+        ("a line of exactly 1 MiB", padded(goodSample, to: 1 << 20), "line 1: the event is 1048"),
         ("empty input", "", "no events in input"),
         ("blank lines only", "\n  \n\n", "no events in input"),
         ("truncated last line", goodSample + "\n" + String(goodSample.dropLast(30)), "line 2: malformed JSON"),
@@ -84,6 +92,21 @@ struct BadInputTests {
             #expect(run.stdout.isEmpty)
             #expect(try snapshot(db) == before, "\(name): the ledger's bytes changed")
             #expect(try EventLog(path: db, create: false).head() == headBefore)
+        }
+    }
+
+    @Test("an event just under the stored limit is taken, and its log line appends again (log | append)")
+    func longestEventCopies() throws {
+        try withTemporaryLedger { db in
+            let line = padded(goodSample, to: (1 << 20) - 400)
+            #expect(ledger(["append"], stdin: line, db: db).status == 0)
+            let printed = ledger(["log", "--format", "ndjson"], db: db)
+            #expect(printed.stdout.utf8.count > (1 << 20) - 400 && printed.stdout.utf8.count <= (1 << 20) + 1)
+            let copy = db + "-copy"
+            defer { try? FileManager.default.removeItem(atPath: copy) }
+            let again = ledger(["append"], stdin: printed.stdout, db: copy)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.hasPrefix("appended 1,"))
         }
     }
 
