@@ -136,7 +136,12 @@ struct CommandContext {
     /// the same file, a server) may be committing to it.
     func withCreatedLog<R>(_ arguments: ParsedArguments, _ body: (EventLog) throws -> R) throws -> R {
         let path = try databasePath(arguments)
-        let existed = FileManager.default.fileExists(atPath: path)
+        // A ledger is its data file: an empty directory given as `--db` (made ahead by a
+        // script, say) holds none, and is left as it was found, empty (an audit: a refused
+        // append left a new ledger in it).
+        let existed = FileManager.default.fileExists(atPath: path + "/data.mdb")
+        var folder = stat()
+        let folderExisted = stat(path, &folder) == 0 && (folder.st_mode & S_IFMT) == S_IFDIR
         var opened: EventLog?
         do {
             let log = try openLog(arguments, create: true)
@@ -145,6 +150,7 @@ struct CommandContext {
         } catch {
             if !existed {
                 let removed = if let opened { opened.removeIfUntouched() } else { EventLog.removeUnopened(path: path) }
+                if removed, folderExisted { mkdir(path, folder.st_mode & 0o7777) }
                 // "The log's head is 0, not the expected 3" hid that there was no ledger at
                 // all (a mistyped --db, say: a new-user audit).
                 if case LedgerError.headMismatch? = error as? LedgerError, removed {

@@ -196,7 +196,8 @@ public final class EventLog: Sendable {
     }
 
     /// Removes the ledger at `path` when no other process has it open and `unused` says so
-    /// (asked with the lock held). A directory without `lock.mdb` is removed only if empty.
+    /// (asked with the lock held), and the directory holds nothing but LMDB's `data.mdb` and
+    /// `lock.mdb`. A directory without `lock.mdb` is removed only if empty.
     private static func remove(_ path: String, if unused: () -> Bool) -> Bool {
         var directory = path
         while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
@@ -205,6 +206,10 @@ public final class EventLog: Sendable {
         defer { close(fd) }
         var exclusive = Environment.exclusiveOpenLock
         guard fcntl(fd, F_SETLK, &exclusive) == 0, unused() else { return false }
+        // Only a directory of LMDB's two files is a ledger to remove whole: one that holds
+        // anything else was the user's before the ledger was made in it, and stays.
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory),
+              Set(names).isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
         // Renamed away first: a process opening it by its path from here on finds no ledger,
         // rather than making a lock file nobody holds beside a data file not yet removed.
         let removing = directory + ".removing-\(getpid())"

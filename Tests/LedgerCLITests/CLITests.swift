@@ -126,6 +126,22 @@ struct BadInputTests {
         }
     }
 
+    /// An audit: a refused append or import left a new ledger in an empty directory given as
+    /// `--db`. The directory stays, empty; one holding other files keeps every one of them.
+    @Test("bad input leaves an empty --db directory empty, and never removes a directory's other files")
+    func existingDirectory() throws {
+        try withTemporaryLedger { db in
+            try FileManager.default.createDirectory(atPath: db, withIntermediateDirectories: false)
+            #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: db) == [])
+            #expect(ledger(["import", "apple-health", "/dev/null"], db: db).status == 65)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: db) == [])
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: db + "/notes.txt"))
+            #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
+            #expect(try String(contentsOfFile: db + "/notes.txt", encoding: .utf8) == "precious")
+        }
+    }
+
     @Test("a conflicting id writes nothing and exits 65")
     func conflict() throws {
         try withTemporaryLedger { db in
