@@ -210,8 +210,13 @@ public struct AppleHealthConverter: Sendable {
 
     /// `HKMetadataKeySyncVersion` as a whole number, 0 when the record has none (or an empty
     /// one), nil when it has one that is not a whole number.
+    /// The record's `HKMetadataKeySyncVersion`, nil when it has none or it is not a whole
+    /// number. HealthKit saves a sync identifier only with a version; a record with one and
+    /// not the other is refused, as `append` refuses a `syncId` without a `syncVersion` (it
+    /// was imported as version 0, so that a second record of that id was silently dropped
+    /// as superseded: an audit).
     static func syncVersion(_ record: HealthRecord) -> Int64? {
-        guard let text = record.metadata(.syncVersion), !text.isEmpty else { return 0 }
+        guard let text = record.metadata(.syncVersion), !text.isEmpty else { return nil }
         return Int64(text)
     }
 
@@ -240,7 +245,10 @@ public struct AppleHealthConverter: Sendable {
         if let syncId = record.metadata("HKMetadataKeySyncIdentifier"), !syncId.isEmpty {
             object["syncId"] = .string(syncId)
             guard let version = AppleHealthConverter.syncVersion(record) else {
-                throw invalid("'HKMetadataKeySyncVersion' is not a whole number: '\(record.metadata("HKMetadataKeySyncVersion") ?? "")'")
+                let given = record.metadata("HKMetadataKeySyncVersion") ?? ""
+                throw invalid(given.isEmpty
+                    ? "the record has an 'HKMetadataKeySyncIdentifier' and no 'HKMetadataKeySyncVersion' (HealthKit saves them together)"
+                    : "'HKMetadataKeySyncVersion' is not a whole number: '\(given)'")
             }
             object["syncVersion"] = .int(version)
         }

@@ -814,6 +814,9 @@ struct ImportTests {
                 (record(value: "inf"), "'value' is not a number: 'inf'"),
                 (record(value: "1e308", unit: "mi", type: "DistanceWalkingRunning"), "'value' is too large"),
                 (record(value: "10", sync: "abc"), "'HKMetadataKeySyncVersion' is not a whole number: 'abc'"),
+                // A sync identifier alone was imported as version 0 (an audit).
+                (record(value: "10", sync: "1").replacingOccurrences(of: #"<MetadataEntry key="HKMetadataKeySyncVersion" value="1"/>"#, with: ""),
+                 "the record has an 'HKMetadataKeySyncIdentifier' and no 'HKMetadataKeySyncVersion' (HealthKit saves them together)"),
                 (record(value: "6&#10;1"), "'value' is not a number: '6?1'"),
                 // Fields named as the export spells them, dates quoted as it wrote them.
                 (record(value: "10").replacingOccurrences(of: "startDate=\"2022-09-30", with: "startDate=\"2022-09-31"),
