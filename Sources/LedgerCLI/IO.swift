@@ -162,10 +162,9 @@ public enum InputSource: Sendable {
     }
 }
 
-/// Reads `fd` to its end. With `limitingLines`, input that is not a JSON array (NDJSON or one
-/// object, where no line may pass 1 MiB) stops at the first line past that limit, with the
-/// error the parser would give, instead of being read whole first: `append /dev/zero` ran
-/// until memory was gone.
+/// Reads `fd` to its end. With `limitingLines`, input stops being read as soon as what was
+/// read decides its error (`LineLimit`), instead of being read whole first: `append
+/// /dev/zero` ran until memory was gone.
 func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLines: Bool = false) throws -> [UInt8] {
     var result: [UInt8] = []
     // A file's size is known: one buffer of that size, rather than doublings that briefly hold
@@ -180,18 +179,35 @@ func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLi
             throw CLIError.runtime("cannot read \(name): \(String(cString: strerror(errno)))")
         }
         if count == 0 { return result }
-        if let end = try lines?.check(chunk[0..<count]) {
-            result.append(contentsOf: chunk[0..<end])
+        if let stop = try lines?.check(chunk[0..<count]) {
+            result.append(contentsOf: chunk[0..<stop.end])
+            // A blank line after the line that decides the error, so that the parser does not
+            // call it a truncated last line: more followed it.
+            if stop.morePending { result.append(0x0A) }
             return result
         }
         result.append(contentsOf: chunk[0..<count])
     }
 }
 
-/// Follows the lines of input as it is read (see `readDescriptor`).
+/// Follows input as it is read (see `readDescriptor`), so that input which can hold no
+/// events, or whose error is already decided, is not read to its end (an audit: `(echo '[';
+/// yes ' ') | ledger append` took 6 GB in 16 s, and an object left open on its first line
+/// followed by endless blank lines grew the same way).
+///
+/// - NDJSON and single objects (first byte `{`): no line may pass 1 MiB. Once more than
+///   1 MiB is read the input cannot be one object, so it must be NDJSON, where every
+///   non-blank line is an object on its own: a line that does not start with `{` and end
+///   with `}` cannot be, and reading stops at the end of the line that settles what
+///   `EventInput.shape` makes of the input (the first two non-blank lines decide whether it
+///   is NDJSON or one object over 1 MiB).
+/// - Arrays (first byte `[`), whose lines may be long: more than 1 MiB of white space in a
+///   row, or an element of more than 8 MiB (its bytes other than white space; an event may
+///   take 1 MiB written compactly), is refused as it is read; a raw control character in a
+///   string, which JSON forbids, ends the reading there, and the parser names it.
+/// - Anything else (first byte neither): read to the end of its first line, whose error it is.
 struct LineLimit {
-    /// Nil until the first byte that is neither white space nor a byte order mark: `[` (an
-    /// array, whose lines may be long) turns the check off.
+    /// Nil until the first byte that is neither white space nor a byte order mark.
     private var applies: Bool?
     /// Whether that byte can begin no event (neither `{` nor `[`): the parser's error is then
     /// about the line it is on, whatever follows, and reading stops at that line's end. (An
@@ -200,10 +216,21 @@ struct LineLimit {
     private var cannotBeEvents = false
     private var line = 1
     private var length = 0
+    /// Bytes checked so far.
+    private var total = 0
+    /// The current line's first and last bytes other than white space (`{`-input).
+    private var lineFirst: UInt8?
+    private var lineLast: UInt8?
+    /// Complete non-blank lines so far, and whether one of them cannot be an event alone.
+    private var nonBlank = 0
+    private var sawLoneless = false
+    /// Bytes of blank lines after the first non-blank line, before a second.
+    private var blankAfterFirst = 0
+    private var array = ArrayScan()
 
     /// Checks the next bytes read. Returns where reading may stop (the input up to that index
     /// decides the error), or nil to read on.
-    mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) -> Int? {
+    mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) -> (end: Int, morePending: Bool)? {
         var rest = bytes
         if applies == nil {
             // Blank lines count too: endless spaces are refused as any long line is.
@@ -214,31 +241,136 @@ struct LineLimit {
             cannotBeEvents = bytes[first] != UInt8(ascii: "{") && bytes[first] != UInt8(ascii: "[")
             rest = bytes[first...]
         }
-        if applies == true { try count(rest) }
-        if cannotBeEvents, let newline = rest.firstIndex(of: 0x0A) { return newline + 1 }
-        return nil
+        if applies == false {
+            return try array.scan(rest).map { ($0, false) }
+        }
+        if cannotBeEvents {
+            try count(rest)
+            if let newline = rest.firstIndex(of: 0x0A) { return (newline + 1, false) }
+            return nil
+        }
+        return try count(rest)
     }
 
     private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
-    /// Counts `bytes` into the current line, and a new line after each newline.
-    private mutating func count(_ bytes: ArraySlice<UInt8>) throws(InputError) {
+    /// Counts `bytes` into the current line, and a new line after each newline. Returns where
+    /// reading may stop, after a line that settles the input's error (`{`-input).
+    @discardableResult
+    private mutating func count(_ bytes: ArraySlice<UInt8>) throws(InputError) -> (end: Int, morePending: Bool)? {
         var index = bytes.startIndex
         while let newline = bytes[index...].firstIndex(of: 0x0A) {
             length += newline - index
             try refuseLong()
+            note(bytes[index..<newline])
+            total += newline + 1 - index
+            if endLine(length: length) { return (newline + 1, true) }
             line += 1
             length = 0
             index = newline + 1
         }
         length += bytes.endIndex - index
+        total += bytes.endIndex - index
         try refuseLong()
+        note(bytes[index...])
+        return nil
+    }
+
+    /// Keeps the first and last bytes of the current line other than white space.
+    private mutating func note(_ piece: ArraySlice<UInt8>) {
+        guard let last = piece.lastIndex(where: { !EventInput.isSpace($0) }) else { return }
+        if lineFirst == nil { lineFirst = piece.first { !EventInput.isSpace($0) } }
+        lineLast = piece[last]
+    }
+
+    /// Ends the current line; true when reading may stop after it.
+    private mutating func endLine(length: Int) -> Bool {
+        defer { lineFirst = nil; lineLast = nil }
+        guard !cannotBeEvents, let first = lineFirst else {
+            if nonBlank == 1 { blankAfterFirst += length + 1 }
+            return decided
+        }
+        nonBlank += 1
+        if first != UInt8(ascii: "{") || lineLast != UInt8(ascii: "}") { sawLoneless = true }
+        return decided
+    }
+
+    /// Past 1 MiB, with a line that cannot stand alone, once the first two non-blank lines
+    /// are in (or the first is followed by more than 1 MiB of blank lines): the parser's
+    /// error no longer depends on what follows.
+    private var decided: Bool {
+        total > EventInput.maxLineBytes + 1 && sawLoneless
+            && (nonBlank >= 2 || blankAfterFirst > EventInput.maxLineBytes)
     }
 
     /// A CR before the newline is not counted, as the parser does not count it.
     private func refuseLong() throws(InputError) {
         guard length > EventInput.maxLineBytes + 1 else { return }
         throw InputError(location: .line(line), message: "line is longer than 1 MiB (more than \(EventInput.maxLineBytes) bytes)")
+    }
+}
+
+/// Follows a JSON array as it is read (see `LineLimit`): strings, nesting and elements.
+struct ArrayScan {
+    private var inString = false
+    private var escaped = false
+    private var depth = 0
+    private var closed = false
+    private var index = 0
+    private var elementBytes = 0
+    private var whiteRun = 0
+    private var line = 1
+    /// Bytes other than white space an element may take as written: 8 times an event's
+    /// compact 1 MiB, room for any escapes and spacing it could be written with.
+    static let maximumElement = 8 << 20
+
+    /// Returns where reading may stop (the parser's error is already in the input), or nil.
+    mutating func scan(_ bytes: ArraySlice<UInt8>) throws(InputError) -> Int? {
+        for position in bytes.indices {
+            let byte = bytes[position]
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                } else if byte < 0x20 {
+                    return position + 1
+                }
+                elementBytes += 1
+            } else {
+                switch byte {
+                case 0x20, 0x09, 0x0D, 0x0A:
+                    whiteRun += 1
+                    if byte == 0x0A { line += 1 }
+                    if whiteRun > EventInput.maxLineBytes {
+                        throw InputError(location: .line(line), message: "more than 1 MiB of white space in a row, which no file of events holds")
+                    }
+                    continue
+                default:
+                    whiteRun = 0
+                }
+                if closed { return position + 1 }  // anything after the array is the parser's error
+                switch byte {
+                case UInt8(ascii: "\""): inString = true
+                case UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1
+                case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                    depth -= 1
+                    if depth <= 0 { closed = true }
+                case UInt8(ascii: ",") where depth == 1:
+                    index += 1
+                    elementBytes = 0
+                    continue
+                default: break
+                }
+                elementBytes += 1
+            }
+            if elementBytes > ArrayScan.maximumElement {
+                throw InputError(location: .index(index), message: "the event is longer than 1 MiB (more than 8 MiB of it read, white space aside)")
+            }
+        }
+        return nil
     }
 }
 

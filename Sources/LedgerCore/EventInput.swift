@@ -128,7 +128,7 @@ public enum EventInput {
         case .failure(let error)?:
             throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")
         case nil:
-            throw InputError(location: .line(line), message: "the object is longer than 1 MiB (\(bytes.count) bytes)")
+            throw InputError(location: .line(line), message: "the object is longer than 1 MiB (\(bytes.count) bytes read)")
         case .success?:
             return .lines  // a value that is not an object: the line reader says what is wrong
         }

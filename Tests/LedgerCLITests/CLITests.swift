@@ -693,6 +693,45 @@ struct HelpTests {
         }
     }
 
+    /// An audit: input that is never one event was read for ever from a pipe, in memory, when
+    /// its lines were short (`(echo '['; yes ' ')` took 6 GB in 16 s). Each of these stops
+    /// with its error once what was read decides it (bounded by `timeout`: were it read to
+    /// its end, the test would fail at 60 s or at 4 GB rather than hang).
+    @Test("endless input on a pipe that cannot be events stops with its error", arguments: [
+        (#"(echo '['; yes ' ')"#, "Error: line 524290: more than 1 MiB of white space in a row, which no file of events holds"),
+        (#"(printf '{"kind":"sample",'; yes ' ')"#, "Error: line 1: malformed JSON: string or '}' expected near end of file (column 18)"),
+        (#"(echo '{'; yes '"a":1,')"#, "Error: line 1: the object is longer than 1 MiB ("),
+        (#"(printf '[{"a":"'; yes x)"#, "Error: line 1: malformed JSON: unexpected newline near '\"x' (column 8)"),
+        (#"(printf '[{"a":"'; yes x | tr -d '\n')"#, "Error: index 0: the event is longer than 1 MiB (more than 8 MiB of it read, white space aside)"),
+        (#"(echo '\#(goodSample)'; yes '{"kind":"sample"')"#, "Error: line 2: malformed JSON: '}' expected near end of file"),
+    ])
+    func endlessPipes(_ feed: String, _ expected: String) throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            // Memory bounded too: read whole, such input would take gigabytes in seconds.
+            let run = try runProcess("/bin/sh", ["-c", "ulimit -v 4000000; " + feed + #" | timeout 60 "$0" append --db "$1""#, binary, db])
+            #expect(run.status == 65, "\(run.stderr)")
+            #expect(run.stderr.hasPrefix(expected), "\(run.stderr)")
+            #expect(run.stderr.split(separator: "\n").count == 1)
+            #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
+    @Test("arrays and objects read as they come are parsed as before: strings with brackets, escapes, pretty-printing")
+    func scannedInputStillParses() throws {
+        try withTemporaryLedger { db in
+            let tricky = goodSample.replacingOccurrences(of: #""iPhone""#, with: #""a\\\"b]}[{,""#)
+            let array = "[" + tricky + ",\n  " + goodSample.replacingOccurrences(of: "100", with: "5") + "]\n\n"
+            let run = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array(array.utf8))
+            #expect(run.status == 0 && run.stdout.hasPrefix("appended 2,"), "\(run.stderr)")
+            let pretty = "{\n \"kind\":\"sample\",\"type\":\"steps\",\"value\":3,\n \"start\":\"2026-11-29T10:00:00Z\",\"end\":\"2026-11-29T10:10:00Z\",\"source\":\"c\"\n}\n"
+            let single = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array(pretty.utf8))
+            #expect(single.status == 0 && single.stdout.hasPrefix("appended 1,"), "\(single.stderr)")
+            let trailing = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[1] x".utf8))
+            #expect(trailing.stderr == "Error: line 1: malformed JSON: end of file expected near 'x' (column 5)\n")
+        }
+    }
+
     @Test("an error quoting an argument stays one line, however long or odd the argument")
     func argumentsInErrors() {
         let newline = ledger(["log", "--kind", "a\nb"])
