@@ -202,7 +202,7 @@ extension Commands {
                     throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
                 case is ImportInterrupted:
                     throw CLIError.interrupted(summary.committedRecords == 0 ? "nothing was imported"
-                        : "the \(summary.committedRecords) records read before are in the ledger; run the same command again to finish (what is already imported counts as duplicates)")
+                        : "the \(summary.committedRecords) records read before are in the ledger (\(summary.committedEvents)); run the same command again to finish (what is already imported counts as duplicates)")
                 default:
                     throw error
                 }
@@ -234,9 +234,17 @@ struct ImportSummary {
     /// Records read up to the end of the last committed batch.
     var committedRecords = 0
 
+    /// What the committed records added, said beside their count: records of skipped types
+    /// and duplicates add no event (an audit read "the 5252 records … are in the ledger" of a
+    /// ledger whose head was 3000).
+    var committedEvents: String {
+        let rest = committedRecords - appended
+        return rest == 0 ? "\(appended) events appended" : "\(appended) events appended; \(rest) duplicates or records of types not imported"
+    }
+
     var committedNote: String {
         if committedRecords == 0 { return "nothing was imported; fix the file and re-run" }
-        return "the \(committedRecords) records before the last committed batch are in the ledger; fix the file and re-run to finish (what is already imported counts as duplicates)"
+        return "the \(committedRecords) records read before the last committed batch are in the ledger (\(committedEvents)); fix the file and re-run to finish (what is already imported counts as duplicates)"
     }
 
     /// Records whose `HKTimeZone` is unknown here, and the zone their days were counted in.

@@ -228,10 +228,16 @@ public struct AppleHealthConverter: Sendable {
         guard let value = AppleHealthConverter.decimal(valueText), value.isFinite else {
             throw invalid("'value' is not a number: '\(valueText)'")
         }
-        guard let start = record.startDate.flatMap(AppleHealthConverter.rfc3339),
-              let end = record.endDate.flatMap(AppleHealthConverter.rfc3339) else {
-            throw invalid("'startDate' or 'endDate' is not a date: '\(record.startDate ?? "")', '\(record.endDate ?? "")'")
+        // Each end named on its own (it said "'startDate' or 'endDate'", quoting both: an audit).
+        func date(_ text: String?, _ name: String) throws -> String {
+            guard let text else { throw invalid("the record has no '\(name)'") }
+            guard let converted = AppleHealthConverter.rfc3339(text) else {
+                throw invalid("'\(name)' is not a date: '\(EventDecoder.clip(text))' (\(AppleHealthConverter.exportDateExample))")
+            }
+            return converted
         }
+        let start = try date(record.startDate, "startDate")
+        let end = try date(record.endDate, "endDate")
         guard let sourceName = record.sourceName, !sourceName.isEmpty else { throw invalid("'sourceName' is missing") }
         var source: [String: JSONValue] = ["name": .string(sourceName)]
         if let version = record.sourceVersion, !version.isEmpty { source["version"] = .string(version) }
@@ -273,9 +279,15 @@ public struct AppleHealthConverter: Sendable {
 
     /// `error`'s message with the field it names spelled as in the export, and dates quoted as
     /// the record wrote them rather than as converted (`start` and `end`, in RFC 3339).
+    /// What an export's dates look like, for errors about one.
+    static let exportDateExample = "exports write them like 2022-09-30 20:00:00 +0200"
+
     static func inExportTerms(_ error: FieldError, record: HealthRecord, start: String, end: String) -> String {
         guard let field = error.field else { return error.message }
         var message = error.message
+        // The JSON's example would mislead about a date the export wrote (an audit).
+        message = message.replacingOccurrences(of: "is not an RFC 3339 timestamp with an offset", with: "is not a date")
+            .replacingOccurrences(of: "(like 2026-11-29T08:00:00+08:00)", with: "(\(exportDateExample))")
         // A date's errors may name both ends ("'end' precedes 'start'").
         let named = field == "start" || field == "end" ? ["start", "end"] : [field]
         for name in named {

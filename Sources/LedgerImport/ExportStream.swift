@@ -121,6 +121,15 @@ final class ExportStream {
             // sample beside it. So the entry is read through once first; nothing is committed
             // from an archive that fails its own check.
             let checked = try openEntry()
+            // A wide encoding is named here too, as for a plain file: libxml2 says only
+            // "Document is empty" (an audit). The read-through goes on from these bytes.
+            var first = [UInt8](repeating: 0, count: 4)
+            let firstCount = first.withUnsafeMutableBytes { zip.fread(checked, $0.baseAddress, 4) }
+            if firstCount == 4, let encoding = ExportStream.wideEncoding(first) {
+                zip.fclose(checked)
+                zip.close(archive)
+                throw ImportError.unusableArchive(path: path, reason: "its export.xml is \(encoding), and Apple Health exports are UTF-8; unzip it and convert export.xml first (iconv -f \(encoding) -t UTF-8)")
+            }
             if let damage = ExportStream.readThrough(checked, zip, size: Int64(stat.size), checking: checking) {
                 zip.fclose(checked)
                 zip.close(archive)

@@ -211,7 +211,7 @@ struct EndToEndTests {
             #expect((status >> 8) & 0xFF == 130, "\(printed)")
             let kept = try EventLog(path: db, create: false).head().seq
             #expect(kept > 0 && kept < UInt64(count), "\(kept) of \(count)")
-            #expect(printed == "Interrupted: the \(kept) records read before are in the ledger; run the same command again to finish (what is already imported counts as duplicates)\n")
+            #expect(printed == "Interrupted: the \(kept) records read before are in the ledger (\(kept) events appended); run the same command again to finish (what is already imported counts as duplicates)\n")
             let rerun = try runProcess(binary, ["import", "apple-health", export, "--db", db])
             #expect(rerun.status == 0)
             #expect(rerun.stdout.hasPrefix("read \(count) records: appended \(UInt64(count) - kept), duplicates \(kept), "), "\(rerun.stdout)")

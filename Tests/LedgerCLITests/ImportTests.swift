@@ -183,6 +183,8 @@ struct ImportTests {
                     z.writestr("apple_health_export/export.xml", xml)
                 zipfile.ZipFile(folder + "/none.zip", "w").close()
                 open(folder + "/cut.zip", "wb").write(data[:60])
+                with zipfile.ZipFile(folder + "/wide.zip", "w") as z:
+                    z.writestr("apple_health_export/export.xml", b"\\xff\\xfe" + xml.decode().replace("UTF-8", "UTF-16").encode("utf-16-le"))
                 # More entries than 65,535: the count is in the ZIP64 record.
                 with zipfile.ZipFile(folder + "/many.zip", "w", zipfile.ZIP_STORED) as z:
                     z.writestr("apple_health_export/export.xml", xml)
@@ -199,6 +201,8 @@ struct ImportTests {
                 ("none.zip", "the archive holds no export.xml"),
                 // libzip's own words for what is wrong, not its error number (it said "libzip error 19").
                 ("cut.zip", "not a readable zip archive (Not a zip archive)"),
+                // As a plain file's encoding is named (it said "Document is empty": an audit).
+                ("wide.zip", "its export.xml is UTF-16LE, and Apple Health exports are UTF-8; unzip it and convert export.xml first (iconv -f UTF-16LE -t UTF-8)"),
                 // libzip holds the whole directory in memory: a million entries took 295 MB.
                 ("many.zip", "it lists 100001 entries, and an export has a few thousand at most (libzip holds the whole directory in memory: a million took 295 MB)"),
             ]
@@ -823,6 +827,11 @@ struct ImportTests {
                  "'startDate' is a date or time that does not exist: '2022-09-31 20:00:00 +0200'"),
                 (record(value: "10").replacingOccurrences(of: "endDate=\"2022-09-30 20:05", with: "endDate=\"2022-09-30 19:05"),
                  "'endDate' precedes 'startDate'"),
+                // Each end named alone, with an example of an export's dates, not of RFC 3339's.
+                (record(value: "10").replacingOccurrences(of: "startDate=\"2022-09-30 20:00:00", with: "startDate=\"2022-09-30 20:00 00"),
+                 "'startDate' is not a date: '2022-09-30 20:00 00 +0200' (exports write them like 2022-09-30 20:00:00 +0200)"),
+                (record(value: "10").replacingOccurrences(of: "endDate=\"2022-09-30 20:05:00 +0200", with: "endDate=\"soon"),
+                 "'endDate' is not a date: 'soon' (exports write them like 2022-09-30 20:00:00 +0200)"),
             ] {
                 try xml.write(toFile: path, atomically: true, encoding: .utf8)
                 let run = ledger(["import", "apple-health", path], db: db)
@@ -830,6 +839,18 @@ struct ImportTests {
                 #expect(run.stderr.hasPrefix("Error: \(path) line 2: \(message)"), "\(run.stderr)")
                 #expect(run.stderr.split(separator: "\n").count == 1, "\(run.stderr)")
             }
+            // What the committed batches added is said beside the records read: records of
+            // skipped types add no event (it read "the 3 records … are in the ledger").
+            func line(_ type: String, _ value: String) -> String {
+                #" <Record type="HKQuantityTypeIdentifier\#(type)" sourceName="iPhone" unit="count" startDate="2022-09-30 20:00:00 +0200" endDate="2022-09-30 20:05:00 +0200" value="\#(value)"/>"#
+            }
+            try (["<HealthData>", line("StepCount", "1"), line("HeartRate", "60"), line("StepCount", "2"), line("HeartRate", "61"),
+                  line("StepCount", "lots"), "</HealthData>"].joined(separator: "\n")).write(toFile: path, atomically: true, encoding: .utf8)
+            let partialDB = db + "-partial"
+            defer { try? FileManager.default.removeItem(atPath: partialDB) }
+            let partial = ledger(["import", "apple-health", path, "--batch", "2"], db: partialDB)
+            #expect(partial.status == 65)
+            #expect(partial.stderr.hasSuffix("the 3 records read before the last committed batch are in the ledger (2 events appended; 1 duplicates or records of types not imported); fix the file and re-run to finish (what is already imported counts as duplicates)\n"), "\(partial.stderr)")
             #expect(ledger(["import", "apple-health", path, "--user", ""], db: db).status == 64)
             #expect(ledger(["import", "apple-health", path, "--batch", "9223372036854775808"], db: db).status == 64)
             // UTF-16 (with its byte order mark): said plainly, not "Document is empty".
