@@ -351,7 +351,8 @@ struct ArrayScan {
                 default:
                     whiteRun = 0
                 }
-                if closed { return position + 1 }  // anything after the array is the parser's error
+                // Anything after the array is the parser's error, which quotes the token there.
+                if closed { return min(position + 256, bytes.endIndex) }
                 switch byte {
                 case UInt8(ascii: "\""): inString = true
                 case UInt8(ascii: "["), UInt8(ascii: "{"): depth += 1

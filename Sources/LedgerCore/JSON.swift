@@ -47,8 +47,18 @@ public enum JSONValue: Sendable, Equatable {
 
     /// Jansson's tree of one document; the caller owns it (`json_decref`).
     static func parseTree(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> UnsafeMutablePointer<json_t> {
+        try parseTree(bytes, flags: Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)).root
+    }
+
+    /// Jansson's tree of the value `bytes` begin with, and how many bytes it took: what
+    /// follows it is left unread (`JSON_DISABLE_EOF_CHECK`). An object or an array ends at its
+    /// closing bracket; any other value may have read one character past its end.
+    static func parseLeadingTree(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> (root: UnsafeMutablePointer<json_t>, count: Int) {
+        try parseTree(bytes, flags: Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK))
+    }
+
+    private static func parseTree(_ bytes: UnsafeRawBufferPointer, flags: Int) throws(SyntaxError) -> (root: UnsafeMutablePointer<json_t>, count: Int) {
         var error = json_error_t()
-        let flags = Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY)
         guard let base = bytes.baseAddress?.assumingMemoryBound(to: CChar.self),
               let root = json_loadb(base, bytes.count, flags, &error)
         else {
@@ -78,7 +88,7 @@ public enum JSONValue: Sendable, Equatable {
             }
             throw SyntaxError(message: message, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
         }
-        return root
+        return (root, Int(error.position))
     }
 
     /// Parses one JSON document held in `bytes`.

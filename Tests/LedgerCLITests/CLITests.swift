@@ -696,7 +696,7 @@ struct HelpTests {
     /// An audit: input that is never one event was read for ever from a pipe, in memory, when
     /// its lines were short (`(echo '['; yes ' ')` took 6 GB in 16 s). Each of these stops
     /// with its error once what was read decides it (bounded by `timeout`: were it read to
-    /// its end, the test would fail at 60 s or at 4 GB rather than hang).
+    /// its end, the test would fail at 60 s or at 1 GB rather than hang).
     @Test("endless input on a pipe that cannot be events stops with its error", arguments: [
         (#"(echo '['; yes ' ')"#, "Error: line 524290: more than 1 MiB of white space in a row, which no file of events holds"),
         (#"(printf '{"kind":"sample",'; yes ' ')"#, "Error: line 1: malformed JSON: string or '}' expected near end of file (column 18)"),
@@ -704,12 +704,15 @@ struct HelpTests {
         (#"(printf '[{"a":"'; yes x)"#, "Error: line 1: malformed JSON: unexpected newline near '\"x' (column 8)"),
         (#"(printf '[{"a":"'; yes x | tr -d '\n')"#, "Error: index 0: the event is longer than 1 MiB (more than 8 MiB of it read, white space aside)"),
         (#"(echo '\#(goodSample)'; yes '{"kind":"sample"')"#, "Error: line 2: malformed JSON: '}' expected near end of file"),
+        // Not endless, but an array's tree took a hundred times its text: 10 MB of `{}` needed
+        // more than a gigabyte before its first element was refused (an audit, at 60 MB: 7 GB).
+        (#"python3 -c 'import sys; sys.stdout.write("[" + ",".join(["{}"] * 3_500_000) + "]")'"#, "Error: index 0: 'kind' is required"),
     ])
     func endlessPipes(_ feed: String, _ expected: String) throws {
         let binary = try ledgerBinary()
         try withTemporaryLedger { db in
             // Memory bounded too: read whole, such input would take gigabytes in seconds.
-            let run = try runProcess("/bin/sh", ["-c", "ulimit -v 4000000; " + feed + #" | timeout 60 "$0" append --db "$1""#, binary, db])
+            let run = try runProcess("/bin/sh", ["-c", "ulimit -v 1000000; " + feed + #" | timeout 60 "$0" append --db "$1""#, binary, db])
             #expect(run.status == 65, "\(run.stderr)")
             #expect(run.stderr.hasPrefix(expected), "\(run.stderr)")
             #expect(run.stderr.split(separator: "\n").count == 1)
@@ -727,8 +730,13 @@ struct HelpTests {
             let pretty = "{\n \"kind\":\"sample\",\"type\":\"steps\",\"value\":3,\n \"start\":\"2026-11-29T10:00:00Z\",\"end\":\"2026-11-29T10:10:00Z\",\"source\":\"c\"\n}\n"
             let single = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array(pretty.utf8))
             #expect(single.status == 0 && single.stdout.hasPrefix("appended 1,"), "\(single.stderr)")
-            let trailing = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[1] x".utf8))
-            #expect(trailing.stderr == "Error: line 1: malformed JSON: end of file expected near 'x' (column 5)\n")
+            // Elements are parsed one by one, and what follows the array is still Jansson's error.
+            let trailing = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[\(goodSample)] xyz".utf8))
+            #expect(trailing.stderr == "Error: line 1: malformed JSON: end of file expected near 'xyz' (column \(goodSample.utf8.count + 4))\n")
+            let missingComma = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[\(goodSample)\n \(goodSample)]".utf8))
+            #expect(missingComma.stderr == "Error: line 2: malformed JSON: ']' expected near '{' (column 2)\n")
+            let inElement = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[\(goodSample),\n  {\"kind\":NaN}]".utf8))
+            #expect(inElement.stderr == "Error: line 2: malformed JSON: invalid token near 'NaN' (column 13)\n")
         }
     }
 
