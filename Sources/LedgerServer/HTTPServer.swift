@@ -699,7 +699,11 @@ public final class HTTPServer: @unchecked Sendable {
               header.prefix(7).lowercased() == "bearer " else {
             return .failure(ResponseFailure(response: .error(401, "missing 'Authorization: Bearer <token>'")))
         }
-        guard let client = try? log.client(forToken: String(header.dropFirst(7))) else {
+        // One or more spaces after the scheme (RFC 6750 §2.1); white space around a header's
+        // value is not part of it (RFC 9110 §5.5): a token with a trailing space was
+        // "unknown or revoked" (an audit).
+        let token = header.dropFirst(7).trimmingCharacters(in: HTTPServer.optionalWhiteSpace)
+        guard let client = try? log.client(forToken: token) else {
             return .failure(ResponseFailure(response: .error(401, "unknown or revoked token")))
         }
         return .success(client)
@@ -1307,8 +1311,13 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func value(_ connection: OpaquePointer, kind: MHD_ValueKind, _ key: String) -> String? {
-        mhd.lookupConnectionValue(connection, kind, key).map { String(cString: $0) }
+        let text = mhd.lookupConnectionValue(connection, kind, key).map { String(cString: $0) }
+        // A header's value is what lies between its optional white space (RFC 9110 §5.5).
+        return kind == .HEADER_KIND ? text?.trimmingCharacters(in: HTTPServer.optionalWhiteSpace) : text
     }
+
+    /// HTTP's optional white space: spaces and tabs.
+    static let optionalWhiteSpace = CharacterSet(charactersIn: " \t")
 
     private func queue(_ response: Response, on connection: OpaquePointer) -> MHD_Result {
         let made = response.body.withUnsafeBytes { raw in

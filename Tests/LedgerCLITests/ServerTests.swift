@@ -409,6 +409,10 @@ struct ServerTests {
             #expect(try get("/v1/projections/daily?user=ann&date=today").status == 200)
             let lower = f.auth.mapValues { $0.replacingOccurrences(of: "Bearer ", with: "bearer ") }
             #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: lower).status == 200)
+            // White space around the value, and more than one space after the scheme, are not
+            // the token's (a trailing space answered 401 "unknown or revoked token": an audit).
+            let spaced = f.auth.mapValues { $0.replacingOccurrences(of: "Bearer ", with: "Bearer  ") + " \t" }
+            #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann", headers: spaced).status == 200)
             #expect(try http("GET", port: f.port, path: "/v1/projections/daily?user=ann").status == 401)
             #expect(try get("/v1/projections/daily?user=ann&date=today&fallback=true").status == 200)
             #expect(try get("/v1/projections/daily?user=ann&date=2026-12-01&fallback=yes").status == 400)
