@@ -197,6 +197,11 @@ extension Commands {
         } else {
             filter.from = try date("from")
             filter.to = try date(toOption)
+            // Days that cannot hold a row: said, as `log --since/--until` says it, not an
+            // empty answer (an audit).
+            if let from = filter.from, let to = filter.to, to < from {
+                throw CLIError.usage("'--\(toOption)' \(to) precedes '--from' \(from)", usage: usage)
+            }
         }
         // A grant has no day: a date given with grants would be ignored, and the rows not the
         // ones asked for.

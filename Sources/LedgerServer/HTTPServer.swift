@@ -972,6 +972,10 @@ public final class HTTPServer: @unchecked Sendable {
             filter[keyPath: keyPath] = date
             if parameter == "date" { filter.to = date }
         }
+        // As the CLI: days that cannot hold a row are an error, not an empty list (an audit).
+        if let from = filter.from, let to = filter.to, to < from {
+            return .error(400, "'\(replay ? "to_date" : "to")' \(to) precedes 'from' \(from)")
+        }
         // As `project --fallback` (SPEC §4.4): daily rows of one day, else each last-known row.
         var fallback = false
         if let text = argument("fallback") {
@@ -1246,6 +1250,12 @@ public final class HTTPServer: @unchecked Sendable {
             let shown = String(decoding: name.prefix { $0 != 0 }, as: UTF8.self)
             if name.contains(0) || cBytes(value, valueSize).contains(0) {
                 found.problem = "query argument '\(shown)' contains a NUL byte (%00)"
+                return .NO
+            }
+            // Read as UTF-8, bytes that are not were replaced, and `user=%ff` answered the rows
+            // of a user named "\u{FFFD}" (an audit); the CLI refuses such arguments too.
+            if String(validating: name, as: UTF8.self) == nil || String(validating: cBytes(value, valueSize), as: UTF8.self) == nil {
+                found.problem = "query argument '\(visibleCharacters(shown))' is not UTF-8 (after its %-escapes are decoded)"
                 return .NO
             }
             guard !name.isEmpty else { return .YES }

@@ -289,6 +289,8 @@ struct ProjectCommandTests {
             (["project", "daily-steps", "--type", "distance"], "Error: daily-steps is daily of type steps; it cannot take --type distance"),
             (["project", "daily", "--date", "2026-02-30"], "Error: '--date' needs a date that exists"),
             (["project", "per-source", "--date", "today", "--fallback"], "Error: --fallback works with daily"),
+            // Days that cannot hold a row answered an empty list (an audit).
+            (["project", "daily", "--from", "2026-10-25", "--to", "2026-10-20"], "Error: '--to' 2026-10-20 precedes '--from' 2026-10-25"),
             (["project", "daily", "--format", "xml"], "Error: unknown format 'xml' (expected table, json, ndjson, csv or chart)"),
             (["replay", "--projection", "daily"], "Error: replay needs --to WHEN or --to-seq N"),
             (["replay", "--to", "yesterday-ish"], "Error: '--to' needs an RFC 3339 timestamp"),
