@@ -126,7 +126,7 @@ public enum EventInput {
         if parsesAlone(from: second).parses { return .lines }
         switch whole {
         case .failure(let error)?:
-            throw InputError(location: .line(error.line), message: "malformed JSON: \(error.message) (column \(error.column))")
+            throw InputError(location: .line(error.line), message: bytes.withUnsafeBytes { malformed(error, column: error.column, in: $0) })
         case nil:
             throw InputError(location: .line(line), message: "the object is longer than 1 MiB (\(bytes.count) bytes read)")
         case .success?:
@@ -210,7 +210,8 @@ public enum EventInput {
                     parsed = try JSONValue.parseLeadingTree(UnsafeRawBufferPointer(rebasing: raw[offset...]))
                 } catch let error as JSONValue.SyntaxError {
                     let column = error.line == 1 ? offset - lineStart + error.column : error.column
-                    throw InputError(location: .line(line + error.line - 1), message: "malformed JSON: \(error.message) (column \(column))")
+                    throw InputError(location: .line(line + error.line - 1),
+                                     message: EventInput.malformed(error, column: column, in: UnsafeRawBufferPointer(rebasing: raw[offset...])))
                 }
                 let value = JSONValue.convert(parsed.root)
                 json_decref(parsed.root)
@@ -256,6 +257,40 @@ public enum EventInput {
         }
     }
 
+    /// Jansson's syntax error, with the field it is in when it follows a key (`"value":NaN`
+    /// said only "invalid token near 'NaN'": an audit, as SPEC §3.2 wants the field named).
+    static func malformed(_ error: JSONValue.SyntaxError, column: Int, in text: UnsafeRawBufferPointer) -> String {
+        let field = keyBefore(error.position, in: text).map { " in '\($0)'" } ?? ""
+        return "malformed JSON\(field): \(error.message) (column \(column))"
+    }
+
+    /// The key of the member whose value ends at byte `position` of `text` (`"key": token`),
+    /// when there is one.
+    static func keyBefore(_ position: Int, in text: UnsafeRawBufferPointer) -> String? {
+        var index = min(position, text.count) - 1
+        func isTokenByte(_ byte: UInt8) -> Bool {
+            (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z")) || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: "+") || byte == UInt8(ascii: "-")
+        }
+        let tokenEnd = index
+        while index >= 0, isTokenByte(text[index]) { index -= 1 }
+        guard index < tokenEnd else { return nil }  // no token: the error is about something else
+        while index >= 0, isSpace(text[index]) { index -= 1 }
+        guard index >= 0, text[index] == UInt8(ascii: ":") else { return nil }
+        index -= 1
+        while index >= 0, isSpace(text[index]) { index -= 1 }
+        guard index >= 0, text[index] == UInt8(ascii: "\"") else { return nil }
+        let close = index
+        index -= 1
+        while index >= 0, text[index] != UInt8(ascii: "\"") || (index > 0 && text[index - 1] == UInt8(ascii: "\\")) {
+            index -= 1
+            if close - index > EventDecoder.maxNameBytes { return nil }
+        }
+        guard index >= 0 else { return nil }
+        return visibleCharacters(String(decoding: UnsafeRawBufferPointer(rebasing: text[(index + 1)..<close]), as: UTF8.self))
+    }
+
     /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).
     static func parseLineTrees(_ bytes: [UInt8], _ body: (InputLocation, UnsafeMutablePointer<json_t>) throws -> Void) throws {
         var found = 0
@@ -290,8 +325,10 @@ public enum EventInput {
                 case .failure(let error):
                     let truncated = next >= count && error.isPrematureEnd
                     let hint = truncated ? " (the last line looks truncated)" : ""
-                    throw InputError(location: .line(lineNumber),
-                                     message: "malformed JSON: \(error.message) (column \(error.column))\(hint)")
+                    let message = bytes.withUnsafeBytes { raw in
+                        malformed(error, column: error.column, in: UnsafeRawBufferPointer(rebasing: raw[start..<stop]))
+                    }
+                    throw InputError(location: .line(lineNumber), message: message + hint)
                 }
             }
             start = next

@@ -27,6 +27,8 @@ public enum JSONValue: Sendable, Equatable {
         /// Whether the text ended in the middle of a value (Jansson's
         /// `json_error_premature_end_of_input`): a truncated document.
         public var isPrematureEnd: Bool = false
+        /// Jansson's byte position of the error within the parsed text.
+        public var position: Int = 0
     }
 
     /// Parses one JSON document (any value at top level) with Jansson.
@@ -86,7 +88,8 @@ public enum JSONValue: Sendable, Equatable {
             default:
                 visibleCharacters(text)
             }
-            throw SyntaxError(message: message, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature)
+            throw SyntaxError(message: message, line: Int(error.line), column: Int(error.column), isPrematureEnd: premature,
+                              position: Int(error.position))
         }
         return (root, Int(error.position))
     }

@@ -46,8 +46,8 @@ struct BadInputTests {
     static let corpus: [(String, String, String)] = [
         ("malformed JSON", goodSample + "\n{\"kind\":\"sample\",", "line 2: malformed JSON"),
         ("wrong type for value", #"{"kind":"sample","type":"steps","value":"100","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: 'value' must be a number"),
-        ("NaN", #"{"kind":"sample","type":"steps","value":NaN,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON"),
-        ("huge number overflows to infinity", #"{"kind":"sample","type":"steps","value":1e999,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON"),
+        ("NaN", #"{"kind":"sample","type":"steps","value":NaN,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON in 'value': invalid token near 'NaN'"),
+        ("huge number overflows to infinity", #"{"kind":"sample","type":"steps","value":1e999,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: malformed JSON in 'value': a number too large to read"),
         ("negative value", #"{"kind":"sample","type":"steps","value":-5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: 'value' must not be negative"),
         ("unknown kind", goodSample + "\n" + #"{"kind":"sneeze"}"#, "line 2: unknown kind 'sneeze'"),
         ("unknown type", #"{"kind":"sample","type":"heartbeats","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#, "line 1: unknown type 'heartbeats'"),
@@ -68,7 +68,7 @@ struct BadInputTests {
         ("NUL byte after a line", goodSample + "\n\u{0}", "line 2: malformed JSON: a raw NUL byte (NUL is not allowed in an event, escaped or not) (column 1)"),
         ("a unit alone rescaling the value past 1e15", #"{"id":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2d","kind":"sample","type":"distance","value":999999999999,"unit":"m","start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"# + "\n" + #"{"kind":"correction","target":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2d","action":"amend","unit":"mi","reason":"r"}"#, "line 2: after this amendment the target's value, 999999999999 m, would be 999999999999 mi: over 1e15 m once converted"),
         ("an escaped NUL", #"{"kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"i\u0000"}"#, "line 1: malformed JSON: a \\u0000 escape (NUL is not allowed in an event, escaped or not)"),
-        ("a 30-digit value", #"{"kind":"sample","type":"steps","value":123456789012345678901234567890,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"i"}"#, "line 1: malformed JSON: a number too large to read (too big integer: whole numbers up to 2^63, others up to about 1.8e308)"),
+        ("a 30-digit value", #"{"kind":"sample","type":"steps","value":123456789012345678901234567890,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"i"}"#, "line 1: malformed JSON in 'value': a number too large to read (too big integer: whole numbers up to 2^63, others up to about 1.8e308)"),
         ("NUL byte after a value", goodSample + "\n{\"a\":1}\u{0}", "line 2: malformed JSON: a raw NUL byte (NUL is not allowed in an event, escaped or not) (column 8)"),
         ("byte order mark inside", goodSample + "\n\u{FEFF}" + goodSample, "line 2: malformed JSON: invalid token near '\\u{FEFF}' (column 1)"),
         ("amended unit with a newline", #"{"id":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"# + "\n" + #"{"kind":"correction","target":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","action":"amend","unit":"a\nb","reason":"r"}"#, "line 2: unit 'a?b' does not fit the target's type 'steps'"),
@@ -736,7 +736,7 @@ struct HelpTests {
             let missingComma = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[\(goodSample)\n \(goodSample)]".utf8))
             #expect(missingComma.stderr == "Error: line 2: malformed JSON: ']' expected near '{' (column 2)\n")
             let inElement = try runProcess(try ledgerBinary(), ["append", "--db", db], stdin: Array("[\(goodSample),\n  {\"kind\":NaN}]".utf8))
-            #expect(inElement.stderr == "Error: line 2: malformed JSON: invalid token near 'NaN' (column 13)\n")
+            #expect(inElement.stderr == "Error: line 2: malformed JSON in 'kind': invalid token near 'NaN' (column 13)\n")
         }
     }
 

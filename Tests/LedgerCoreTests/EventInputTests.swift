@@ -192,7 +192,8 @@ struct EventInputErrorTests {
         let error = try #require(inputError(text))
         #expect(error.location == .line(2))
         #expect(error.field == nil)
-        #expect(error.message.hasPrefix("malformed JSON: "))
+        // The member the bad token is the value of is named (SPEC §3.2: line and field).
+        #expect(error.message.hasPrefix("malformed JSON in 'kind': invalid token near 'sample'"), "\(error.message)")
         #expect(error.message.contains("(column "))
         #expect(!error.message.contains("truncated"))
     }
