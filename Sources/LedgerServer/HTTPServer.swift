@@ -744,6 +744,11 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     private func post(_ request: Request, connection: OpaquePointer, client: APIClient?) -> MHD_Result {
+        // A compressed body was parsed as it came, and refused as malformed JSON, or worse
+        // taken (an audit): say what is wrong (RFC 9110 §15.5.16).
+        if let coding = value(connection, kind: .HEADER_KIND, "Content-Encoding"), !coding.isEmpty, coding.lowercased() != "identity" {
+            return queue(.error(415, "Content-Encoding '\(visibleCharacters(coding))' is not supported; send the body uncompressed"), on: connection)
+        }
         var expectHead: UInt64?
         if let match = value(connection, kind: .HEADER_KIND, "If-Match") {
             guard let seq = UInt64(match.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else {
