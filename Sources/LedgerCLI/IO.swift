@@ -207,13 +207,20 @@ func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLi
 ///   string, which JSON forbids, ends the reading there, and the parser names it.
 /// - Anything else (first byte neither): read to the end of its first line, whose error it is.
 struct LineLimit {
-    /// Nil until the first byte that is neither white space nor a byte order mark.
-    private var applies: Bool?
-    /// Whether that byte can begin no event (neither `{` nor `[`): the parser's error is then
-    /// about the line it is on, whatever follows, and reading stops at that line's end. (An
-    /// audit: `yes 'not json' | ledger append` and `append /dev/urandom` read until memory ran
-    /// out before saying "line 1: …", and a 500 MB file of such lines took 3 s and 532 MB.)
-    private var cannotBeEvents = false
+    /// What the first byte that is neither white space nor a byte order mark makes the input;
+    /// nil until it is read.
+    private enum Form {
+        /// `{`: NDJSON, or one object.
+        case lines
+        /// `[`.
+        case array
+        /// Anything else, which can begin no event: the parser's error is then about the
+        /// line it is on, whatever follows, and reading stops at that line's end. (An audit:
+        /// `yes 'not json' | ledger append` and `append /dev/urandom` read until memory ran
+        /// out before saying "line 1: …", and a 500 MB file of such lines took 3 s and 532 MB.)
+        case notEvents
+    }
+    private var form: Form?
     private var line = 1
     private var length = 0
     /// Bytes checked so far.
@@ -232,24 +239,28 @@ struct LineLimit {
     /// decides the error), or nil to read on.
     mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) -> (end: Int, morePending: Bool)? {
         var rest = bytes
-        if applies == nil {
+        if form == nil {
             // Blank lines count too: endless spaces are refused as any long line is.
             let first = bytes.firstIndex { !EventInput.isSpace($0) && !LineLimit.byteOrderMark.contains($0) } ?? bytes.endIndex
             try count(bytes[..<first])
             guard first < bytes.endIndex else { return nil }
-            applies = bytes[first] != UInt8(ascii: "[")
-            cannotBeEvents = bytes[first] != UInt8(ascii: "{") && bytes[first] != UInt8(ascii: "[")
+            form = switch bytes[first] {
+            case UInt8(ascii: "{"): .lines
+            case UInt8(ascii: "["): .array
+            default: .notEvents
+            }
             rest = bytes[first...]
         }
-        if applies == false {
+        switch form! {
+        case .array:
             return try array.scan(rest).map { ($0, false) }
-        }
-        if cannotBeEvents {
+        case .notEvents:
             try count(rest)
             if let newline = rest.firstIndex(of: 0x0A) { return (newline + 1, false) }
             return nil
+        case .lines:
+            return try count(rest)
         }
-        return try count(rest)
     }
 
     private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
@@ -286,7 +297,7 @@ struct LineLimit {
     /// Ends the current line; true when reading may stop after it.
     private mutating func endLine(length: Int) -> Bool {
         defer { lineFirst = nil; lineLast = nil }
-        guard !cannotBeEvents, let first = lineFirst else {
+        guard let first = lineFirst else {
             if nonBlank == 1 { blankAfterFirst += length + 1 }
             return decided
         }

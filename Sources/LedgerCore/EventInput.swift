@@ -184,7 +184,7 @@ public enum EventInput {
             }
             /// Jansson's words for a structural error at `offset`: what was expected, near the
             /// token there.
-            func malformed(_ expected: String) -> InputError {
+            func expected(_ what: String) -> InputError {
                 var end = offset
                 if end < count, !"[]{},:".utf8.contains(raw[end]) {
                     while end < count, !isSpace(raw[end]), !"[]{},:".utf8.contains(raw[end]) { end += 1 }
@@ -192,7 +192,7 @@ public enum EventInput {
                     end += 1
                 }
                 let near = offset >= count ? "end of file" : "'\(visibleCharacters(String(decoding: raw[offset..<end], as: UTF8.self)))'"
-                return InputError(location: .line(line), message: "malformed JSON: \(expected) expected near \(near) (column \(offset - lineStart + 1))")
+                return InputError(location: .line(line), message: "malformed JSON: \(what) expected near \(near) (column \(offset - lineStart + 1))")
             }
             skipSpace()
             offset += 1  // the `[` that made this an array
@@ -202,7 +202,7 @@ public enum EventInput {
                 if index == 0, offset < count, raw[offset] == UInt8(ascii: "]") {
                     offset += 1
                     skipSpace()
-                    guard offset >= count else { throw malformed("end of file") }
+                    guard offset >= count else { throw expected("end of file") }
                     throw InputError(location: nil, message: "no events in input: the array is empty")
                 }
                 let parsed: (root: UnsafeMutablePointer<json_t>, count: Int)
@@ -211,29 +211,11 @@ public enum EventInput {
                 } catch let error as JSONValue.SyntaxError {
                     let column = error.line == 1 ? offset - lineStart + error.column : error.column
                     throw InputError(location: .line(line + error.line - 1),
-                                     message: EventInput.malformed(error, column: column, in: UnsafeRawBufferPointer(rebasing: raw[offset...])))
+                                     message: malformed(error, column: column, in: UnsafeRawBufferPointer(rebasing: raw[offset...])))
                 }
                 let value = JSONValue.convert(parsed.root)
                 json_decref(parsed.root)
-                // A value other than an object or array may have been read one character
-                // past its end: its length is found again, up to the next separator.
-                var end = offset + parsed.count
-                if case .object = value {} else if case .array = value {} else {
-                    end = offset
-                    var inString = false, escaped = false
-                    while end < count {
-                        let byte = raw[end]
-                        if inString {
-                            if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                        } else if byte == UInt8(ascii: "\"") {
-                            inString = true
-                        } else if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "]") || isSpace(byte) {
-                            break
-                        }
-                        end += 1
-                    }
-                }
-                advance(to: end)
+                advance(to: offset + parsed.count)
                 // Each event is held to the size of an NDJSON line, written compactly.
                 var written: [UInt8] = []
                 value.write(to: &written)
@@ -242,16 +224,16 @@ public enum EventInput {
                 }
                 try body(.index(index), value)
                 skipSpace()
-                guard offset < count else { throw malformed("']'") }
+                guard offset < count else { throw expected("']'") }
                 if raw[offset] == UInt8(ascii: ",") {
                     offset += 1
                     index += 1
                     continue
                 }
-                guard raw[offset] == UInt8(ascii: "]") else { throw malformed("']'") }
+                guard raw[offset] == UInt8(ascii: "]") else { throw expected("']'") }
                 offset += 1
                 skipSpace()
-                guard offset >= count else { throw malformed("end of file") }
+                guard offset >= count else { throw expected("end of file") }
                 return
             }
         }

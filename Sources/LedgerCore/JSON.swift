@@ -53,8 +53,9 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// Jansson's tree of the value `bytes` begin with, and how many bytes it took: what
-    /// follows it is left unread (`JSON_DISABLE_EOF_CHECK`). An object or an array ends at its
-    /// closing bracket; any other value may have read one character past its end.
+    /// follows it is left unread (`JSON_DISABLE_EOF_CHECK`). From a buffer (`json_loadb`)
+    /// the count is exact for every value: the character a number or a keyword is ended by
+    /// is looked at and given back (`1,2` takes 1 byte, `true]` 4).
     static func parseLeadingTree(_ bytes: UnsafeRawBufferPointer) throws(SyntaxError) -> (root: UnsafeMutablePointer<json_t>, count: Int) {
         try parseTree(bytes, flags: Int(JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK))
     }

@@ -1085,9 +1085,9 @@ public final class HTTPServer: @unchecked Sendable {
     /// after `from`; at the head for `now` or none. A position inside a seq (`SEQ.K`) only
     /// `withinSeq` (changes: an event is one seq). Refused past the head (409).
     private func streamStart(_ connection: OpaquePointer, withinSeq: Bool) -> Result<ChangePosition, Refusal> {
-        // Whitespace around a header's value is not part of it (RFC 9110 §5.5); libmicrohttpd
-        // drops only the leading.
-        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID").map { $0.trimmingCharacters(in: .whitespaces) }
+        // Whitespace around a header's value is not part of it (RFC 9110 §5.5): `value`
+        // trims every header's, where libmicrohttpd drops only the leading.
+        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID")
             ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
         let head = (try? log.head().seq) ?? 0
         guard let resume, resume != "now" else { return .success(ChangePosition(after: head, sentOfNext: 0)) }
