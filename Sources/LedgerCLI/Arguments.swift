@@ -124,7 +124,7 @@ func parseSize(_ text: String) -> Int? {
         else { return nil }
         return Int(number * Double(factor))
     }
-    guard let plain = Int(text), plain > 0 else { return nil }
+    guard let plain = Int(digits: text), plain > 0 else { return nil }
     return plain
 }
 
@@ -139,7 +139,7 @@ func formatSize(_ bytes: Int) -> String {
 
 /// Parses a non-negative whole number option.
 func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 {
-    guard let value = UInt64(text) else {
+    guard let value = UInt64(digits: text) else {
         throw CLIError.usage("option '--\(option)' needs a whole number ≥ 0, got '\(text)'", usage: usage)
     }
     return value
@@ -148,7 +148,7 @@ func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 
 /// Parses a non-negative whole number option that counts things in memory (a limit, a batch
 /// size): at most `Int.max`.
 func parseSize(_ text: String, option: String, usage: String, minimum: Int = 0) throws -> Int {
-    guard let value = Int(text), value >= minimum else {
+    guard let value = Int(digits: text), value >= minimum else {
         throw CLIError.usage("option '--\(option)' needs a whole number from \(minimum) to \(Int.max), got '\(text)'", usage: usage)
     }
     return value

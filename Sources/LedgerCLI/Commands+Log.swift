@@ -290,7 +290,7 @@ extension Commands {
         var kept: (seq: UInt64, hash: String)?
         if let text = arguments.value("expect-hash") {
             let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count == 2, let seq = UInt64(parts[0]), seq > 0, parts[1].count == 64,
+            guard parts.count == 2, let seq = UInt64(digits: parts[0]), seq > 0, parts[1].count == 64,
                   parts[1].utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0 | 0x20) }) else {
                 throw CLIError.usage("'--expect-hash' needs SEQ:HASH, a seq from 1 and its 64 hex digit hash, got '\(text)'", usage: arguments.usage)
             }

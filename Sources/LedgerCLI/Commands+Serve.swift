@@ -38,7 +38,7 @@ extension Commands {
     ) { arguments, context in
         let usage = arguments.usage
         let listen = arguments.value("listen") ?? "127.0.0.1:8080"
-        guard let separator = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: separator)...]) else {
+        guard let separator = listen.lastIndex(of: ":"), let port = UInt16(digits: listen[listen.index(after: separator)...]) else {
             throw CLIError.usage("'--listen' needs HOST:PORT, like 127.0.0.1:8080, got '\(listen)'", usage: usage)
         }
         var host = String(listen[..<separator])
@@ -49,7 +49,9 @@ extension Commands {
         }
         var heartbeat: Duration = .seconds(15)
         if let text = arguments.value("heartbeat") {
-            guard let seconds = Double(text), seconds > 0, seconds <= 15 else {
+            // Decimal digits and a point only: `Double` would also read `0x1p3` and `+8`.
+            guard text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+                  let seconds = Double(text), seconds > 0, seconds <= 15 else {
                 throw CLIError.usage("'--heartbeat' needs seconds more than 0 and at most 15, got '\(text)'", usage: usage)
             }
             heartbeat = .milliseconds(Int(seconds * 1000))
@@ -57,7 +59,7 @@ extension Commands {
         /// A whole number of `name` from `range`, or `default`.
         func number(_ name: String, _ range: ClosedRange<Int>, what: String, default value: Int) throws -> Int {
             guard let text = arguments.value(name) else { return value }
-            guard let number = Int(text), range.contains(number) else {
+            guard let number = Int(digits: text), range.contains(number) else {
                 throw CLIError.usage("'--\(name)' needs \(what) from \(range.lowerBound) to \(range.upperBound), got '\(text)'", usage: usage)
             }
             return number

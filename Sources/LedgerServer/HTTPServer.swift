@@ -750,9 +750,12 @@ public final class HTTPServer: @unchecked Sendable {
             return queue(.error(415, "Content-Encoding '\(visibleCharacters(coding))' is not supported; send the body uncompressed"), on: connection)
         }
         var expectHead: UInt64?
-        if let match = value(connection, kind: .HEADER_KIND, "If-Match") {
-            guard let seq = UInt64(match.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))) else {
-                return queue(.error(400, "'If-Match' must be the expected head seq, got '\(match)'"), on: connection)
+        // `If-Match: *` asks only that the resource exist (RFC 9110 §13.1.1), and the log
+        // always does. A seq may be quoted, as an entity tag is.
+        if let match = value(connection, kind: .HEADER_KIND, "If-Match"), match != "*" {
+            let quoted = match.utf8.count >= 2 && match.hasPrefix("\"") && match.hasSuffix("\"")
+            guard let seq = UInt64(digits: quoted ? match.dropFirst().dropLast() : Substring(match)) else {
+                return queue(.error(400, "'If-Match' must be the expected head seq (or *), got '\(visibleCharacters(match))'"), on: connection)
             }
             expectHead = seq
         }
@@ -863,8 +866,8 @@ public final class HTTPServer: @unchecked Sendable {
 
     /// `GET /v1/events`, for admin clients (others are refused before).
     private func getEvents(_ arguments: [String: String]) -> Response {
-        let from = arguments["from"].map { UInt64($0) } ?? 1
-        let limit = arguments["limit"].map { Int($0) } ?? 1000
+        let from = arguments["from"].map { UInt64(digits: $0) } ?? 1
+        let limit = arguments["limit"].map { Int(digits: $0) } ?? 1000
         // As `log --limit`: 0 asks for nothing (an empty list). More than a page is refused
         // rather than cut short, which a pager would take for the end of the log.
         guard let from, let limit, (0...HTTPServer.eventsPage).contains(limit) else {
@@ -1011,7 +1014,7 @@ public final class HTTPServer: @unchecked Sendable {
             if replay {
                 let target: ReplayTarget
                 if let seq = toSeqText {
-                    guard let number = UInt64(seq) else { return .error(400, "'to_seq' must be a whole number") }
+                    guard let number = UInt64(digits: seq) else { return .error(400, "'to_seq' must be a whole number") }
                     target = .seq(number)
                 } else if var when = toText {
                     // `?to=…T02:43:03+01:00` as typed: the query's `+` arrives as a space (form

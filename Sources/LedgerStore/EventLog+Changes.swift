@@ -162,12 +162,12 @@ public struct ChangePosition: Equatable, Sendable {
 
     public init?(_ text: String) {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard let seq = parts.first.flatMap({ UInt64($0) }) else { return nil }
+        guard let seq = parts.first.flatMap({ UInt64(digits: $0) }) else { return nil }
         switch parts.count {
         case 1:
             after = seq
         case 2:
-            guard seq > 0, let k = Int(parts[1]), k >= 0, k < Int.max else { return nil }
+            guard seq > 0, let k = Int(digits: parts[1]), k < Int.max else { return nil }
             after = seq - 1
             sentOfNext = k + 1
         default:

@@ -572,12 +572,21 @@ struct CommandTests {
                                              ("--header-timeout", "0", "'--header-timeout' needs whole seconds from 1 to 86400, got '0'"),
                                              ("--body-timeout", "x", "'--body-timeout' needs whole seconds from 1 to 86400, got 'x'"),
                                              ("--per-address-limit", "-1", "'--per-address-limit' needs a whole number from 0 to 65000, got '-1'"),
-                                             ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'")] {
+                                             ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'"),
+                                             // Written as decimal digits only: Swift's parsing also reads a sign and hexadecimal.
+                                             ("--per-address-limit", "+5", "'--per-address-limit' needs a whole number from 0 to 65000, got '+5'"),
+                                             ("--heartbeat", "0x1p3", "'--heartbeat' needs seconds more than 0 and at most 15, got '0x1p3'")] {
                 let run = ledger(["serve", "--listen", "127.0.0.1:0", option, value], db: db)
                 #expect(run.status == 64, "\(option) \(value)")
                 #expect(run.stderr.hasPrefix("Error: \(message)\n"), "\(run.stderr)")
                 #expect(run.stdout.isEmpty)
             }
+            let signed = ledger(["serve", "--listen", "127.0.0.1:+80"], db: db)
+            #expect(signed.status == 64 && signed.stderr.hasPrefix("Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"), "\(signed.stderr)")
+            let limit = ledger(["log", "--limit", "+1"], db: db)
+            #expect(limit.status == 64 && limit.stderr.hasPrefix("Error: option '--limit' needs a whole number from 0 to "), "\(limit.stderr)")
+            let seq = ledger(["replay", "--projection", "daily", "--to-seq", "+1"], db: db)
+            #expect(seq.status == 64 && seq.stderr.hasPrefix("Error: option '--to-seq' needs a whole number ≥ 0, got '+1'\n"), "\(seq.stderr)")
         }
     }
 }

@@ -991,7 +991,8 @@ struct ServerTests {
             #expect(try after.next()?.comment == "stream from seq 1")
             #expect(try f.post(step(minute: 3)).status == 200)
             #expect(try after.nextChange()?.id == "2")
-            for bad in ["1.x", "0.0", "1.2.3", "-1"] {
+            // Digits only: Swift's integer parsing also reads a sign (an audit: `+1` resumed).
+            for bad in ["1.x", "0.0", "1.2.3", "-1", "+1", "1.+0", "1.-0", "1_0", " "] {
                 let refused = try SSEStream(port: f.port, path: "/v1/subscribe/daily", headers: f.auth.merging(["Last-Event-ID": bad]) { $1 })
                 #expect(refused.status == 400, "\(bad)")
             }
@@ -1220,6 +1221,14 @@ struct ServerTests {
             #expect(try f.post(step(minute: 6), headers: ["If-Match": "1"]).status == 409)
             let current = try #require(try JSONValue.parse(Array(http("GET", port: f.port, path: "/v1/health", headers: f.auth).body.utf8)).objectValue?["head"]?.numberValue)
             #expect(try f.post(step(minute: 6), headers: ["If-Match": "\(Int(current))"]).status == 200)
+            // As an entity tag: quoted, or `*` (any state of the log, which always exists).
+            // Digits only: a sign is refused, as Swift's integer parsing would read it.
+            #expect(try f.post(step(minute: 10), headers: ["If-Match": "\"\(Int(current) + 1)\""]).status == 200)
+            #expect(try f.post(step(minute: 11), headers: ["If-Match": "*"]).status == 200)
+            for bad in ["+\(Int(current) + 3)", "\"\"\(Int(current) + 3)\"\"", "\"", "W/\"1\"", "1, 2"] {
+                let refused = try f.post(step(minute: 12), headers: ["If-Match": bad])
+                #expect(refused.status == 400 && refused.body.contains("'If-Match' must be the expected head seq"), "\(bad): \(refused.body)")
+            }
             let metrics = try http("GET", port: f.port, path: "/metrics", headers: f.auth)
             #expect(metrics.body.contains("ledger_subscribers 1\n"))
             #expect(metrics.body.contains("ledger_rejected_batches_total "))
