@@ -5,6 +5,7 @@
 /* libzip is not linked: `import` opens it with dlopen (LazyLibrary) when it reads a zip.
  * These are the types of the functions it looks up, from libzip's own declarations. */
 typedef __typeof__(&zip_open) ledger_zip_open_fn;
+typedef __typeof__(&zip_fdopen) ledger_zip_fdopen_fn;
 typedef __typeof__(&zip_get_num_entries) ledger_zip_get_num_entries_fn;
 typedef __typeof__(&zip_get_name) ledger_zip_get_name_fn;
 typedef __typeof__(&zip_stat_init) ledger_zip_stat_init_fn;

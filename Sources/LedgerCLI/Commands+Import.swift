@@ -19,7 +19,7 @@ extension Commands {
         whole, and re-running after fixing the file completes the import.
         """,
         arguments: [("apple-health", "The format (the only one so far)."),
-                    ("FILE", "export.xml, or the export.zip the Health app writes; - reads export.xml from standard input.")],
+                    ("FILE", "export.xml, or the export.zip the Health app writes; - reads either from standard input (a zip is saved to $TMPDIR first).")],
         options: [helpOption, dbOption,
                   OptionSpec(name: "user", value: "U", help: "The user the samples belong to (default: default)."),
                   OptionSpec(name: "zone", value: "ZONE", help: "Zone for records without HKTimeZone metadata (default: none, so the user's or ledger's zone). Records imported before keep the zone they came in with."),
@@ -34,7 +34,7 @@ extension Commands {
             throw CLIError.usage("unknown import format '\(format)' (expected apple-health)", usage: usage)
         }
         guard arguments.positionals.count == 2 else { throw CLIError.usage("missing FILE", usage: usage) }
-        // `-` is standard input, as for `append` (a zip cannot come that way: ExportStream says so).
+        // `-` is standard input, as for `append` (a zip that comes that way is saved to a temporary file first).
         let path = arguments.positionals[1] == "-" ? "/dev/stdin" : arguments.positionals[1]
         let user = arguments.value("user") ?? "default"
         do throws(FieldError) { try EventDecoder.checkName(user, field: "--user") } catch { throw CLIError.usage(error.message, usage: usage) }
@@ -51,9 +51,13 @@ extension Commands {
         do {
             // An archive is read through once before importing (its checksum): seconds for a
             // large export, so a terminal is told.
+            // One from a pipe is saved to a temporary file before that.
+            let saving = ProgressLine(sink: context.stderr) { "saving the archive from the pipe: \($0 >> 20) MB…" }
             let checking = ProgressLine(sink: context.stderr) { "checking export.xml in the archive: \($0 >> 20) MB…" }
-            defer { checking?.finish() }
-            reader = try HealthExportReader(path: path, checking: checking.map { line in { read, _ in line.show(UInt64(read)) } })
+            defer { saving?.finish(); checking?.finish() }
+            reader = try HealthExportReader(path: path, checking: checking.map { line in { read, total in
+                if total == 0 { saving?.show(UInt64(read)) } else { saving?.finish(); line.show(UInt64(read)) }
+            } })
         } catch let error as ImportError {
             switch error {
             case .unusableArchive, .wrongEncoding: throw CLIError.data(error.description)

@@ -66,7 +66,8 @@ final class ExportStream {
     /// Opens `path`: a `.zip` holding `…/export.xml`, or the XML itself.
     /// Calls `open(2)`/`fstat(2)`, or libzip's `zip_open`, `zip_get_name`, `zip_stat_index`, `zip_fopen_index`.
     /// `checking` hears how far the read-through of an archive's `export.xml` has got (bytes
-    /// read, of how many), about every 64 MB.
+    /// read, of how many), about every 64 MB, and before it, for an archive from a pipe, how
+    /// much of it has been saved (bytes saved, of 0: the total is not known).
     init(path: String, checking: ((Int64, Int64) -> Void)? = nil, maximumDropped: Int = defaultMaximumDropped) throws {
         self.maximumDropped = maximumDropped
         let fd = open(path, O_RDONLY)
@@ -78,18 +79,21 @@ final class ExportStream {
         let regular = (info.st_mode & S_IFMT) == S_IFREG
         // An archive's first entry, or the end of an archive with no entry at all.
         if count == 4, magic == [0x50, 0x4B, 0x03, 0x04] || magic == [0x50, 0x4B, 0x05, 0x06] {
-            guard regular else {
-                close(fd)
-                throw ImportError.cannotOpen(path: path, reason: "a zip archive must be a file, not a pipe (libzip reads its directory at the end); unzip it and pipe export.xml, or save the archive first")
-            }
-            let entries = ExportStream.zipEntryCount(fd, size: Int64(info.st_size))
-            close(fd)
-            if let entries, entries > ExportStream.maximumEntries {
+            // libzip reads an archive's directory at its end, and the entry is read through
+            // before the import (below): an archive from a pipe is saved first, to a file
+            // nobody else can open (`spool`), which libzip then reads as any other.
+            let zip = try LibZip.load(for: path)
+            let (archiveFD, size) = regular ? (fd, Int64(info.st_size)) : try ExportStream.spool(fd, first: magic, path: path, saving: checking)
+            if let entries = ExportStream.zipEntryCount(archiveFD, size: size), entries > ExportStream.maximumEntries {
+                close(archiveFD)
                 throw ImportError.unusableArchive(path: path, reason: "it lists \(entries) entries, and an export has a few thousand at most (libzip holds the whole directory in memory: a million took 295 MB)")
             }
             var code: Int32 = 0
-            let zip = try LibZip.load(for: path)
-            guard let archive = zip.open(path, ZIP_RDONLY, &code) else {
+            // A saved pipe has no name to open by: libzip takes its descriptor (and closes
+            // it with the archive).
+            let opened = regular ? zip.open(path, ZIP_RDONLY, &code) : zip.fdopen(archiveFD, ZIP_RDONLY, &code)
+            if regular || opened == nil { close(archiveFD) }
+            guard let archive = opened else {
                 throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (\(zip.describe(code)))")
             }
             var found: [(index: Int64, name: String)] = []
@@ -158,6 +162,56 @@ final class ExportStream {
             waitsForInput = !regular
             totalBytes = regular ? Int64(info.st_size) : 0
         }
+    }
+
+    /// The largest archive a pipe may bring: more than any Health export's (a heavy user's is
+    /// a few GB), and a bound on the disk an endless input takes.
+    static let maximumSpooled: Int64 = 32 << 30
+
+    /// Saves the archive arriving on `fd` (a pipe, whose first bytes, `first`, were read
+    /// already) to a temporary file in `$TMPDIR` (else /tmp), removed from the directory as
+    /// soon as it is made, so it goes away with the process however that ends. Closes `fd`;
+    /// returns the file, at its start, and its size. `saving` hears the bytes saved so far,
+    /// about every 64 MB.
+    static func spool(_ fd: Int32, first: [UInt8], path: String, saving: ((Int64, Int64) -> Void)?) throws -> (Int32, Int64) {
+        defer { close(fd) }
+        let directory = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        var template = Array("\(directory)/ledger-import-XXXXXX".utf8CString)
+        let file = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard file >= 0 else {
+            throw ImportError.cannotOpen(path: path, reason: "a zip archive from a pipe is saved to a temporary file first, and none could be made in \(directory) (\(String(cString: strerror(errno)))); set TMPDIR to a directory with room, or save the archive and import the file")
+        }
+        unlink(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+        func fail(_ reason: String) -> ImportError {
+            close(file)
+            return .cannotOpen(path: path, reason: reason)
+        }
+        var buffer = first + [UInt8](repeating: 0, count: 1 << 20)
+        var pending = first.count, saved: Int64 = 0
+        while true {
+            var offset = 0
+            while offset < pending {
+                let written = buffer.withUnsafeBytes { Foundation.write(file, $0.baseAddress! + offset, pending - offset) }
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    throw fail("a zip archive from a pipe is saved to a temporary file in \(directory) first, and writing it failed after \(saved >> 20) MB (\(String(cString: strerror(errno)))); set TMPDIR to a directory with room, or save the archive and import the file")
+                }
+                offset += written
+            }
+            if (saved + Int64(pending)) >> 26 > saved >> 26 { saving?(saved + Int64(pending), 0) }
+            saved += Int64(pending)
+            if saved > maximumSpooled {
+                throw fail("more than \(maximumSpooled >> 30) GiB arrived, and a Health export's archive is a few GB at most")
+            }
+            pending = buffer.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress!, $0.count) }
+            if pending < 0 {
+                if errno == EINTR { pending = 0; continue }
+                throw fail(String(cString: strerror(errno)))
+            }
+            if pending == 0 { break }
+        }
+        lseek(file, 0, SEEK_SET)
+        return (file, saved)
     }
 
     /// More entries than any export.zip has (its `export.xml`, `export_cda.xml`, a route per

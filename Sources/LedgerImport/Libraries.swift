@@ -48,6 +48,7 @@ struct LibXML2: ImportLibrary, @unchecked Sendable {
 struct LibZip: ImportLibrary, @unchecked Sendable {
     // @unchecked: C function pointers, immutable once looked up.
     let open: ledger_zip_open_fn
+    let fdopen: ledger_zip_fdopen_fn
     let getNumEntries: ledger_zip_get_num_entries_fn
     let getName: ledger_zip_get_name_fn
     let statInit: ledger_zip_stat_init_fn
@@ -75,6 +76,7 @@ struct LibZip: ImportLibrary, @unchecked Sendable {
     private init() throws(LazyLibrary.LoadError) {
         let library = try LazyLibrary("libzip", sonames: ["libzip.so", "libzip.so.5", "libzip.so.4"], package: "libzip4 (libzip5 on Debian 13)")
         open = try library.function("zip_open", as: ledger_zip_open_fn.self)
+        fdopen = try library.function("zip_fdopen", as: ledger_zip_fdopen_fn.self)
         getNumEntries = try library.function("zip_get_num_entries", as: ledger_zip_get_num_entries_fn.self)
         getName = try library.function("zip_get_name", as: ledger_zip_get_name_fn.self)
         statInit = try library.function("zip_stat_init", as: ledger_zip_stat_init_fn.self)

@@ -343,22 +343,9 @@ struct EventLogTests {
         }
     }
 
-    /// Runs `body` with a 640 KiB tmpfs mounted at a temporary folder, when this process may
-    /// mount one (root, as in CI); returns false when it may not.
-    static func withTinyDisk(_ body: (String) throws -> Void) throws -> Bool {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-tiny-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/bin/mount"),
-              try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=640k", "tmpfs", folder]).status == 0 else { return false }
-        defer { _ = try? runProcess("/bin/umount", [folder]) }
-        try body(folder + "/ledger.db")
-        return true
-    }
-
     @Test("a full disk is said to be full, writes nothing of the batch, and loses nothing committed")
     func fullDisk() throws {
-        let ran = try EventLogTests.withTinyDisk { path in
+        let ran = try withTinyDisk { path in
             let log = try EventLog(path: path, create: true)
             _ = try log.append(try batch(Fixtures.stepsFile(count: 5)))
             let before = try log.head()

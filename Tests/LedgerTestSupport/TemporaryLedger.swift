@@ -65,3 +65,17 @@ public enum Fixtures {
         Timestamp(seconds: Int64(seconds)).format(offsetSeconds: 0, alwaysFraction: false)
     }
 }
+
+/// Runs `body` with the path of a ledger directory (not yet created) on a 640 KiB tmpfs
+/// mounted at a temporary folder, when this process may mount one (root, as in CI); returns
+/// false when it may not (the caller says it skipped).
+public func withTinyDisk(_ body: (String) throws -> Void) throws -> Bool {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-tiny-\(UUID().uuidString)").path
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/bin/mount"),
+          try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=640k", "tmpfs", folder]).status == 0 else { return false }
+    defer { _ = try? runProcess("/bin/umount", [folder]) }
+    try body(folder + "/ledger.db")
+    return true
+}
