@@ -27,7 +27,7 @@ extension Commands {
             // At most 1 TiB to start (the map still doubles past it when full): a size beyond
             // the address space would be recorded in the new file, and no process could open it.
             guard let size = parseSize(text), size >= 1 << 16, size <= 1 << 40 else {
-                throw CLIError.usage("'--map-size' needs a size from 64KiB to 1TiB in B, KiB, MiB, GiB or TiB, like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
+                throw CLIError.usage("'--map-size' needs a size from 64KiB to 1TiB in B, KiB, MiB, GiB or TiB (KB, MB, GB and TB are powers of 1000), like 64MiB or 4GiB, got '\(text)'", usage: arguments.usage)
             }
             mapSize = size
         }

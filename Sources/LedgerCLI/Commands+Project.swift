@@ -60,7 +60,7 @@ extension Commands {
     static let replayCommand = Command(
         name: "replay",
         abstract: "Print a projection as it stood at a past moment, for audits.",
-        usage: "ledger replay --to WHEN|--to-seq N [--db PATH] [--projection NAME] [--user U] [--type T] [--from DATE] [--to-date DATE] [--date DATE] [--fallback] [--format FORMAT]",
+        usage: "ledger replay --to WHEN|--to-seq N [--db PATH] [--projection NAME] [--user U] [--type T] [--from DATE] [--to-date DATE] [--date DATE|today] [--fallback] [--format FORMAT]",
         discussion: """
         Folds the events recorded at or before WHEN (an RFC 3339 timestamp, or YYYY-MM-DD for the \
         end of that day in the ledger's zone), or with seq ≤ N, in memory and prints the \

@@ -43,6 +43,12 @@ extension Commands {
         }
         var host = String(listen[..<separator])
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        // A host that is no address is the argument's fault, said before the ledger is opened
+        // (it was a runtime failure, exit 1: an audit).
+        var address = in6_addr()
+        guard host == "localhost" || inet_pton(host.contains(":") ? AF_INET6 : AF_INET, host, &address) == 1 else {
+            throw CLIError.usage("'--listen' needs HOST:PORT with HOST an IPv4 or IPv6 address or localhost, like 127.0.0.1:8080 or [::1]:8080, got '\(listen)'", usage: usage)
+        }
         let loopback = host == "localhost" || host == "::1" || host.hasPrefix("127.")
         if arguments.has("no-auth"), !loopback {
             throw CLIError.usage("--no-auth is allowed only on a loopback address (127.0.0.1, ::1, localhost), not '\(host)'", usage: usage)

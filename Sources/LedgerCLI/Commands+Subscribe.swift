@@ -132,7 +132,12 @@ extension Commands {
                 throw CLIError.usage("'--from' must be a seq, now, or SEQ.K (the changes 0…K of seq SEQ already had), got '\(text)'", usage: usage)
             }
             (cursor, skipOfNext) = (position.after, position.sentOfNext)
-        case let text: cursor = try parseCount(text, option: "from", usage: usage)
+        case let text:
+            guard let seq = UInt64(digits: text) else {
+                throw CLIError.usage(eventsOnly ? "'--from' must be a seq or now, got '\(text)'"
+                                                : "'--from' must be a seq, now, or SEQ.K (the changes 0…K of seq SEQ already had), got '\(text)'", usage: usage)
+            }
+            cursor = seq
         }
         if let given = arguments.value("from"), given != "now",
            let refusal = ChangePosition(after: cursor, sentOfNext: skipOfNext).pastHead(try log.head().seq, given: given) {

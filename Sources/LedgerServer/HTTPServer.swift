@@ -832,6 +832,8 @@ public final class HTTPServer: @unchecked Sendable {
                 } else if case .readOnlyMedia = error {
                     // Not the server's failure, nor the client's: this ledger takes no appends.
                     response = .error(503, "the ledger this server reads is on a read-only file system: it answers reads but takes no appends; nothing was written")
+                } else if case .notWritable = error {
+                    response = .error(503, "the server may read its ledger but not write it (the permissions of data.mdb): it answers reads but takes no appends; nothing was written")
                 } else {
                     response = .error(500, error.description)
                 }
@@ -870,8 +872,9 @@ public final class HTTPServer: @unchecked Sendable {
         let limit = arguments["limit"].map { Int(digits: $0) } ?? 1000
         // As `log --limit`: 0 asks for nothing (an empty list). More than a page is refused
         // rather than cut short, which a pager would take for the end of the log.
-        guard let from, let limit, (0...HTTPServer.eventsPage).contains(limit) else {
-            return .error(400, "'from' needs a seq and 'limit' a whole number from 0 to \(HTTPServer.eventsPage) (page on with 'from')")
+        guard let from else { return .error(400, "'from' needs a seq (a whole number)") }
+        guard let limit, (0...HTTPServer.eventsPage).contains(limit) else {
+            return .error(400, "'limit' needs a whole number from 0 to \(HTTPServer.eventsPage) (page on with 'from')")
         }
         // As `log --kind` and `log --user` (a correction is its target's user's).
         var kind: EventKind?

@@ -375,9 +375,9 @@ extension EventLog {
             try checkedProjectionVersion(in: txn, head: try head(in: txn).seq) == UInt64(ActivityFold.version)
         }
         if !current {
-            if environment.isOnReadOnlyMedia {
-                // Bringing them up to date writes; a replay folds in memory and needs no write.
-                throw LedgerError.readOnlyMedia(path: path, reason: "its stored projections are of another build's fold version, and making them again writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write; or copy the ledger somewhere writable (mdb_copy)")
+            // Bringing them up to date writes; a replay folds in memory and needs no write.
+            if let refusal = environment.notWritable("its stored projections are of another build's fold version, and making them again writes. 'ledger replay --to-seq N', with N the head 'ledger stats' prints, folds the log in memory and needs no write") {
+                throw refusal
             }
             try environment.write { txn in
                 _ = try projectionFold(in: txn, head: try head(in: txn).seq)

@@ -86,6 +86,13 @@ public final class EventLog: Sendable {
                 throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))
             }
         }
+        // An empty data.mdb (a failed copy, a truncation) is no ledger: LMDB would write a new
+        // environment into it, and a command that only reads found an empty, sound ledger
+        // there (an audit: `verify` said "0 events, hash chain intact"). Only a command that
+        // may create one takes it as none.
+        if !create, let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0 {
+            throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
+        }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
         let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
         let environment = try Environment(path: path, mapSize: initialMap)
@@ -96,6 +103,12 @@ public final class EventLog: Sendable {
         // ledger's databases created in it, and its own records read as events.
         let catalogue = try environment.catalogue(has: "meta")
         if catalogue.any, !catalogue.named { throw LedgerError.notALedger(path: path, reason: "it has databases but no 'meta'") }
+        // Every ledger has its databases from its first commit (`checkFormat` writes `meta`
+        // in it): an environment with none is an empty LMDB file, which only a command that
+        // may create a ledger makes one of (read commands made its 17 databases: an audit).
+        if !create, !catalogue.named {
+            throw LedgerError.notALedger(path: path, reason: "it holds no database at all; 'ledger init' makes a ledger there")
+        }
         let handles = try environment.openDatabases(EventLog.databaseNames)
         self.environment = environment
         self.path = path
@@ -406,10 +419,13 @@ public final class EventLog: Sendable {
     /// Visits records with `seq > after` in order until `body` returns false. Each read
     /// transaction covers at most `chunk` records, so a slow consumer never pins old pages.
     /// A record that cannot be decoded throws once every record before it has been visited
-    /// (so a check of each record reports the first bad one).
+    /// (so a check of each record reports the first bad one), and so does a gap in the seqs,
+    /// which are gapless (SPEC §3): `log` printed the events around a removed one and exited 0
+    /// (an audit), where `verify`, `replay` and `rebuild` named it.
     public func forEachRecord(after: UInt64 = 0, chunk: Int = 4096,
                               _ body: (EventRecord) throws -> Bool) throws {
         var position = after
+        var expected = after &+ 1
         while position < UInt64.max {  // no seq comes after the last one
             var batch: [EventRecord] = []
             var undecodable: (any Error)?
@@ -431,6 +447,10 @@ public final class EventLog: Sendable {
                 }
             }
             for record in batch {
+                guard record.seq == expected else {
+                    throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next event stored is seq \(record.seq)); 'ledger verify' checks the rest")
+                }
+                expected = record.seq &+ 1
                 guard try body(record) else { return }
             }
             if let undecodable { throw undecodable }

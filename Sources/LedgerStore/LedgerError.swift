@@ -26,6 +26,10 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotCreate(path: String, reason: String)
     /// The ledger is on a read-only file system, and what was asked cannot be done there.
     case readOnlyMedia(path: String, reason: String)
+    /// This process may read the ledger's files but not write them, and what was asked writes.
+    case notWritable(path: String, reason: String)
+    /// This process may not open the ledger's files even to read them.
+    case permissionDenied(path: String, reason: String)
     /// The path is a file, where a ledger is a directory.
     case notADirectory(path: String)
     /// The path holds an LMDB environment that is not a ledger.
@@ -40,7 +44,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noLedger(let path):
             "no ledger at '\(path)'; create one with 'ledger init --db \(path)' or by appending to it"
         case .alreadyInitialized(let path, let zone):
-            "a ledger already exists at '\(path)' with default zone \(zone); its zone cannot be changed"
+            "a ledger already exists at '\(path)' with default zone \(zone), and it holds events: its zone cannot be changed, since every day of every user without a profile zone would move (a 'profile' event sets a user's zone)"
         case .unsupportedFormat(let found):
             "the ledger's format is \(found), newer than this release reads (1 to 4); upgrade ledger"
         case .headMismatch(let expected, let actual):
@@ -59,6 +63,10 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot create a ledger at '\(path)': \(reason)"
         case .readOnlyMedia(let path, let reason):
             "the ledger at '\(path)' is on a read-only file system: \(reason)"
+        case .notWritable(let path, let reason):
+            "the ledger at '\(path)' may be read but not written by this user: \(reason)"
+        case .permissionDenied(let path, let reason):
+            "cannot open the ledger at '\(path)': permission denied on its directory or its files: \(reason)"
         case .notADirectory(let path):
             "'\(path)' is a file, not a ledger directory; point --db at a ledger directory"
         case .notALedger(let path, let reason):

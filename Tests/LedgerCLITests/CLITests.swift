@@ -495,6 +495,29 @@ struct CommandTests {
                 #expect(run.status == 1)
                 #expect(run.stderr.hasPrefix("Error: no ledger at '\(db)'"))
             }
+            // An emptied data.mdb (a failed copy) is no ledger to a command that only reads: it
+            // was made a new one, which `verify` called sound (an audit). Nor is an LMDB
+            // environment with no database in it (its 17 were created). Neither is written.
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
+            let dataFile = db + "/data.mdb"
+            #expect(truncate(dataFile, 0) == 0)
+            for command in [["verify"], ["log"], ["stats"], ["project", "daily"], ["replay", "--to-seq", "1"]] {
+                let run = ledger(command, db: db)
+                #expect(run.status == 1 && run.stderr.hasPrefix("Error: the ledger at '\(db)' is damaged: its data.mdb is empty (0 bytes)"), "\(command): \(run.stderr)")
+            }
+            #expect((try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int) == 0)
+            try FileManager.default.removeItem(atPath: db)
+            try FileManager.default.createDirectory(atPath: db, withIntermediateDirectories: false)
+            let made = try runProcess("/usr/bin/env", ["python3", "-c", "import sys; sys.stdout.write('VERSION=3\\nformat=bytevalue\\ntype=btree\\nHEADER=END\\nDATA=END\\n')"])
+            let loaded = try runProcess("/usr/bin/env", ["mdb_load", "-f", "/dev/stdin", db], stdin: Array(made.stdout.utf8))
+            try #require(loaded.status == 0, "mdb_load: \(loaded.stderr)")
+            let before = try Data(contentsOf: URL(fileURLWithPath: dataFile))
+            for command in [["verify"], ["log"]] {
+                let run = ledger(command, db: db)
+                #expect(run.status == 1 && run.stderr.hasPrefix("Error: '\(db)' holds an LMDB environment that is not a ledger (it holds no database at all;"), "\(command): \(run.stderr)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: dataFile)) == before)
+            try FileManager.default.removeItem(atPath: db)
             // A file there is said to be one: 'ledger init' could not make a ledger of it.
             try Data("not a ledger".utf8).write(to: URL(fileURLWithPath: db))
             let file = ledger(["log"], db: db)
@@ -581,6 +604,14 @@ struct CommandTests {
                 #expect(run.stderr.hasPrefix("Error: \(message)\n"), "\(run.stderr)")
                 #expect(run.stdout.isEmpty)
             }
+            // A host that is no address is a usage error too (it was exit 1, a runtime failure).
+            for listen in [":39150", "example.com:39150", "127.0.0.300:1"] {
+                let host = ledger(["serve", "--listen", listen], db: db)
+                #expect(host.status == 64 && host.stderr.hasPrefix("Error: '--listen' needs HOST:PORT with HOST an IPv4 or IPv6 address or localhost"), "\(listen): \(host.stderr)")
+            }
+            #expect(ledger(["init"], db: db).status == 0)
+            let words = ledger(["subscribe", "daily", "--from", "abc"], db: db)
+            #expect(words.status == 64 && words.stderr.hasPrefix("Error: '--from' must be a seq, now, or SEQ.K"), "\(words.stderr)")
             let signed = ledger(["serve", "--listen", "127.0.0.1:+80"], db: db)
             #expect(signed.status == 64 && signed.stderr.hasPrefix("Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"), "\(signed.stderr)")
             let limit = ledger(["log", "--limit", "+1"], db: db)

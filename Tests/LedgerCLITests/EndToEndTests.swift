@@ -637,6 +637,45 @@ struct ReadOnlyMediaTests {
     }
 }
 
+/// A ledger the user may read but not write (an auditor given read permission): LMDB opens
+/// `data.mdb` read-only, its lock still taken in `lock.mdb`. Needs root, to run the binary as
+/// another user (`setpriv`); skipped elsewhere.
+@Suite("A ledger this user may only read")
+struct ReadOnlyPermissionTests {
+    static let canSwitchUser = geteuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+
+    @Test("reading commands work on a ledger whose data.mdb this user may only read; a write says why it cannot",
+          .enabled(if: ReadOnlyPermissionTests.canSwitchUser, "needs root, to run as another user"))
+    func readOnlyPermission() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array((goodSample + "\n").utf8)).status == 0)
+            let folder = (db as NSString).deletingLastPathComponent
+            for (path, mode) in [(folder, 0o755), (db, 0o555), (db + "/data.mdb", 0o444), (db + "/lock.mdb", 0o666)] {
+                #expect(chmod(path, mode_t(mode)) == 0)
+            }
+            defer { _ = chmod(db, 0o755) }
+            func asNobody(_ arguments: [String], stdin: [UInt8] = []) throws -> ProcessOutput {
+                try runProcess("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binary] + arguments + ["--db", db], stdin: stdin)
+            }
+            // Each of these said "storage failure: mdb_env_open(…) failed: Permission denied" (an audit).
+            let project = try asNobody(["project", "daily", "--format", "ndjson"])
+            #expect(project.status == 0 && project.stdout.contains("\"value\":100"), "\(project.stderr)")
+            for command in [["log"], ["stats"], ["verify"], ["replay", "--to-seq", "1"]] {
+                let run = try asNobody(command)
+                #expect(run.status == 0, "\(command): \(run.stderr)")
+            }
+            let append = try asNobody(["append"], stdin: Array((goodSample.replacingOccurrences(of: "08:", with: "09:") + "\n").utf8))
+            #expect(append.status == 1 && append.stderr.hasPrefix("Error: the ledger at '\(db)' may be read but not written by this user: this command writes to it"), "\(append.stderr)")
+            #expect(try runProcess(binary, ["stats", "--db", db]).stdout.contains("\"head\":1,"))
+            // Without write access to lock.mdb LMDB cannot register a reader: said plainly.
+            #expect(chmod(db + "/lock.mdb", 0o644) == 0)
+            let locked = try asNobody(["log"])
+            #expect(locked.status == 1 && locked.stderr.hasPrefix("Error: cannot open the ledger at '\(db)': permission denied on its directory or its files: even a reader must be able to write lock.mdb"), "\(locked.stderr)")
+        }
+    }
+}
+
 /// Writes `xml` as an export beside the temporary ledger `db` (outside its directory, which
 /// the tests expect to see created or not); the caller removes it.
 private func exportBeside(_ db: String, _ xml: String) throws -> String {

@@ -429,6 +429,11 @@ struct ServerTests {
             let none = try get("/v1/events?limit=0")
             #expect(none.status == 200 && none.body.hasPrefix("[]"), "\(none.body)")
             #expect(try get("/v1/events?limit=18446744073709551615").status == 400)
+            // Each argument's refusal names that one (a bad limit was said to be 'from' too).
+            let limit = try get("/v1/events?limit=10001")
+            #expect(limit.status == 400 && limit.body.contains("'limit' needs a whole number from 0 to 10000") && !limit.body.contains("'from' needs"), "\(limit.body)")
+            let from = try get("/v1/events?from=x")
+            #expect(from.status == 400 && from.body.contains("'from' needs a seq"), "\(from.body)")
             #expect(try get("/v1/replay/daily?to_seq=1&date=2026-12-01&fallback=true&user=ann").body.contains("\"stale\":true"))
         }
     }

@@ -1125,6 +1125,27 @@ struct EventLogTests {
         }
     }
 
+    /// An audit: `log` printed seqs 1, 3, 4 of a log whose seq 2 was removed, and exited 0.
+    @Test("a walk of the log names a seq missing in its middle, after the events before it")
+    func gapInTheMiddle() throws {
+        try withTemporaryLedger { path in
+            try makeLedger(path, steps: 4)
+            try deleteRaw(path, "events", UInt64(2).bigEndianBytes)
+            let log = try EventLog(path: path, create: false)
+            var visited: [UInt64] = []
+            #expect {
+                try log.forEachRecord(after: 0) { visited.append($0.seq); return true }
+            } throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 2 && reason.hasPrefix("missing from the log (the next event stored is seq 3)")
+            }
+            #expect(visited == [1])
+            // From after the gap, the rest reads as it is.
+            #expect(try log.records(after: 2).map(\.seq) == [3, 4])
+            #expect(performing: { _ = try log.records(after: 1) }, throws: { ($0 as? LedgerError).map { "\($0)".hasPrefix("seq 2 is corrupt") } ?? false })
+        }
+    }
+
     /// An audit: deleting the newest event (and its index entries) passed `verify`, which,
     /// like every read and append, folded the shorter log over the projections that still
     /// showed it. Projections past the head are that evidence, and nothing folds over them.

@@ -66,6 +66,19 @@ public final class Environment: @unchecked Sendable {
         do {
             handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases, flags: flags)
             isOnReadOnlyMedia = false
+            isWritable = true
+        } catch let error as LMDBError where error.code == EACCES {
+            // Permission to read the ledger but not to write it (an auditor's copy, say): LMDB
+            // opens `data.mdb` read-only, still taking its lock in `lock.mdb`, which must be
+            // writable for that (readers register there). Writes then fail with
+            // `LedgerError.notWritable` (`write`).
+            do {
+                handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases, flags: flags | UInt32(MDB_RDONLY))
+            } catch let again as LMDBError where again.code == EACCES {
+                throw LedgerError.permissionDenied(path: path, reason: "even a reader must be able to write lock.mdb, where LMDB registers readers; ask for read access to the directory and data.mdb and write access to lock.mdb, or read a copy (mdb_copy)")
+            }
+            isOnReadOnlyMedia = false
+            isWritable = false
         } catch let error as LMDBError where error.code == EROFS {
             // On a read-only file system (a snapshot, a read-only mount) LMDB cannot open its
             // lock file for writing. Without the lock, a reader's snapshot is invisible to
@@ -79,6 +92,7 @@ public final class Environment: @unchecked Sendable {
             handle = try Environment.openEnvironment(path, mapSize: mapSize, maxDatabases: maxDatabases,
                                                      flags: flags | UInt32(MDB_RDONLY | MDB_NOLOCK))
             isOnReadOnlyMedia = true
+            isWritable = false
         }
         self.path = path
     }
@@ -86,6 +100,16 @@ public final class Environment: @unchecked Sendable {
     /// Whether the environment lies on a read-only file system, and was opened read-only
     /// without a lock file.
     public let isOnReadOnlyMedia: Bool
+    /// Whether writes can be made: not on read-only media, nor with `data.mdb` this process
+    /// may only read (opened `MDB_RDONLY`).
+    public let isWritable: Bool
+
+    /// Why a write cannot be made here, or nil when it can: `what` is the write asked for.
+    public func notWritable(_ what: String) -> LedgerError? {
+        if isWritable { return nil }
+        return isOnReadOnlyMedia ? .readOnlyMedia(path: path, reason: "\(what); copy it somewhere writable (mdb_copy) to run it there")
+            : .notWritable(path: path, reason: "\(what); run it as a user who may write data.mdb, or on a copy (mdb_copy)")
+    }
 
     /// Whether a process has the environment at `path` open, said as a reason (nil when none
     /// has): each one holds a shared lock on the first byte of `lock.mdb` for as long as it
@@ -193,8 +217,8 @@ public final class Environment: @unchecked Sendable {
     /// throws. `body` may run more than once (after the map grows), so it must not have side
     /// effects outside the transaction. The transaction is valid only during the closure.
     public func write<R>(_ body: (Transaction) throws -> R) throws -> R {
-        if isOnReadOnlyMedia {
-            throw LedgerError.readOnlyMedia(path: path, reason: "this command writes to it (an append, a rebuild, or bringing projections made by another build, or a layout an older build wrote, up to date); copy it somewhere writable (mdb_copy) to run it there")
+        if let refusal = notWritable("this command writes to it (an append, a rebuild, or bringing projections made by another build, or a layout an older build wrote, up to date)") {
+            throw refusal
         }
         return try writeLock.withLock {
             while true {
