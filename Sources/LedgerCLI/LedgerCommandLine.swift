@@ -25,8 +25,16 @@ public enum LedgerCommandLine {
         return code
     }
 
-    private static func run(_ arguments: [String], _ context: CommandContext) -> Int32 {
+    private static func run(_ given: [String], _ context: CommandContext) -> Int32 {
         let stdout = context.stdout
+        // `ledger --db PATH COMMAND …` as well as `ledger COMMAND --db PATH …` (an audit: the
+        // first was an unknown option), as `git -C` comes first: the ledger is every
+        // command's. It is handed to the command, which refuses it if it has no use for one.
+        var arguments = given
+        if let first = given.first, first == "--db" || first.hasPrefix("--db=") {
+            let width = first == "--db" ? 2 : 1
+            if given.count > width { arguments = [given[width]] + given[0..<width] + given[(width + 1)...] }
+        }
         guard let first = arguments.first else {
             // A missing command is a usage error (SPEC §5: 64), as a missing argument is; a
             // script that runs `ledger $CMD` with CMD unset must not see success.

@@ -487,6 +487,22 @@ struct CommandTests {
         }
     }
 
+    @Test("--db may come before the command, as after it")
+    func dbFirst() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["--db", db, "append"], stdin: Fixtures.stepsFile(count: 2)).status == 0)
+            let after = ledger(["log", "--db", db, "--format", "ndjson"])
+            #expect(after.status == 0 && after.stdout.split(separator: "\n").count == 2)
+            #expect(ledger(["--db", db, "log", "--format", "ndjson"]).stdout == after.stdout)
+            #expect(ledger(["--db=\(db)", "log", "--format", "ndjson"]).stdout == after.stdout)
+            // A command with no ledger refuses it, as it would after its name.
+            let help = ledger(["--db", db, "help"])
+            #expect(help.status == 64, "\(help.stderr)")
+            let alone = ledger(["--db", db])
+            #expect(alone.status == 64 && alone.stderr.hasPrefix("Error: unknown option '--db'"), "\(alone.stderr)")
+        }
+    }
+
     @Test("commands that read need an existing ledger")
     func readersNeedLedger() throws {
         try withTemporaryLedger { db in
