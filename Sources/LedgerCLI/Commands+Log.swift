@@ -411,8 +411,11 @@ extension Commands {
         fields += [
             ("projections_position", stats.projectionPosition.map { .int(Int64($0)) } ?? .null),
             ("projections_fold_version", stats.projectionVersion.map { .int(Int64($0)) } ?? .null),
+            // An empty ledger has folded nothing, with no version yet: that is current, not
+            // the damage `false` reports (an audit read a new ledger's `false` as that).
             ("projections_current", .bool(stats.projectionPosition == stats.head.seq
-                                          && stats.projectionVersion == UInt64(ActivityFold.version))),
+                                          && (stats.projectionVersion == UInt64(ActivityFold.version)
+                                              || (stats.head.seq == 0 && stats.projectionVersion == nil && stats.projectionDamage == nil)))),
             ("projections_damaged", stats.projectionDamage.map { .string($0 + "; 'ledger rebuild' writes it again") } ?? .null),
         ]
         if format == .table {

@@ -397,6 +397,9 @@ struct CommandTests {
     func verifyAndStats() throws {
         try withTemporaryLedger { db in
             #expect(ledger(["init", "--timezone", "America/New_York"], db: db).status == 0)
+            // A new ledger has folded nothing, and that is current (it read as damage: an audit).
+            let fresh = try JSONValue.parse(Array(ledger(["stats", "--format", "ndjson"], db: db).stdout.utf8)).objectValue
+            #expect(fresh?["projections_current"] == .bool(true) && fresh?["projections_fold_version"] == .null, "\(String(describing: fresh))")
             let grant = #"{"kind":"grant","client":"coach","read":["steps"]}"#
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 4) + grant, db: db).status == 0)
             let verify = ledger(["verify"], db: db)
