@@ -63,6 +63,20 @@ public final class EventLog: Sendable {
         return makeDirectory(parent) ?? make()
     }
 
+    /// What the file at `path` (not a directory) is, said in an error: `/dev/null` was called
+    /// "a file" (an audit).
+    static func kindOfFile(_ path: String) -> String {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return "not a directory" }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return "a file"
+        case S_IFCHR, S_IFBLK: return "a device"
+        case S_IFIFO: return "a FIFO"
+        case S_IFSOCK: return "a socket"
+        default: return "not a directory"
+        }
+    }
+
     /// Opens the ledger at `path`. With `create`, a missing ledger is created, with `zone` as
     /// its default zone (UTC when nil) written in the transaction that creates it: a process
     /// killed after creating it cannot leave a ledger in another zone than the one asked for.
@@ -76,11 +90,11 @@ public final class EventLog: Sendable {
             let isFile = manager.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
             // A file is no ledger, and `init` could not make one there either.
             guard create else {
-                throw isFile ? LedgerError.notADirectory(path: path) : LedgerError.noLedger(path: path)
+                throw isFile ? LedgerError.notADirectory(path: path, what: EventLog.kindOfFile(path)) : LedgerError.noLedger(path: path)
             }
             // mkdir(2) itself, for its plain errno (Foundation's error prints as a dictionary).
             if isFile {
-                throw LedgerError.cannotCreate(path: path, reason: "it is a file, not a ledger directory")
+                throw LedgerError.cannotCreate(path: path, reason: "it is \(EventLog.kindOfFile(path)), not a ledger directory")
             }
             if let failure = EventLog.makeDirectory(path) {
                 throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))

@@ -31,7 +31,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     /// This process may not open the ledger's files even to read them.
     case permissionDenied(path: String, reason: String)
     /// The path is a file, where a ledger is a directory.
-    case notADirectory(path: String)
+    case notADirectory(path: String, what: String)
     /// The path holds an LMDB environment that is not a ledger.
     case notALedger(path: String, reason: String)
     /// The ledger's file is damaged in a way no command can read past.
@@ -67,8 +67,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the ledger at '\(path)' may be read but not written by this user: \(reason)"
         case .permissionDenied(let path, let reason):
             "cannot open the ledger at '\(path)': permission denied on its directory or its files: \(reason)"
-        case .notADirectory(let path):
-            "'\(path)' is a file, not a ledger directory; point --db at a ledger directory"
+        case .notADirectory(let path, let what):
+            "'\(path)' is \(what), not a ledger directory; point --db at a ledger directory"
         case .notALedger(let path, let reason):
             "'\(path)' holds an LMDB environment that is not a ledger (\(reason)); nothing was read or written. Point --db at a ledger directory"
         case .damaged(let path, let reason):

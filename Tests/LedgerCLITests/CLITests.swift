@@ -542,6 +542,9 @@ struct CommandTests {
             let file = ledger(["log"], db: db)
             #expect(file.status == 1)
             #expect(file.stderr == "Error: '\(db)' is a file, not a ledger directory; point --db at a ledger directory\n")
+            // What it is otherwise is said as it is (`/dev/null` was "a file": an audit).
+            let device = ledger(["log"], db: "/dev/null")
+            #expect(device.status == 1 && device.stderr == "Error: '/dev/null' is a device, not a ledger directory; point --db at a ledger directory\n", "\(device.stderr)")
         }
     }
 
