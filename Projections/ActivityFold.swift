@@ -69,7 +69,9 @@ public final class ActivityFold {
     /// or latest end (SPEC §4.4), found by undoing the batch's events one by one
     /// (`lastChange`); they were the batch's last event that touched a day from the reported
     /// one on, so a batch gave another `seq` than the same events appended one at a time.
-    public static let version = 10
+    /// 11: a day the zone skipped (no time in it, as Pacific/Apia's 2011-12-30) gets none of
+    /// a sample spanning it: it had a `per-source` row of 0 with 1 sample.
+    public static let version = 11
 
     private let store: any StateStore
     private let context: FoldContext
@@ -254,7 +256,10 @@ public final class ActivityFold {
         record.days = calendar.days(from: record.start.microseconds, to: record.end.microseconds, in: zone)
         let entry = BucketEntry(id: record.id, source: record.source, zone: zoneName, start: record.start.microseconds,
                                 end: record.end.microseconds, value: record.canonicalValue)
-        for day in record.days {
+        // A day the zone skipped (Pacific/Apia's 2011-12-30) holds none of the sample's time:
+        // it had a `per-source` row of 0 with 1 sample (an audit). Most samples lie in one day.
+        let spansDays = record.days.count > 1
+        for day in record.days where !spansDays || calendar.window(of: day, in: zone).end > calendar.window(of: day, in: zone).start {
             let key = DayKey(user: record.user, type: record.type, day: day)
             // One lookup when the bucket is already loaded, as it nearly always is.
             if let index = buckets.index(forKey: key) {

@@ -44,6 +44,23 @@ struct ProjectCommandTests {
         }
     }
 
+    /// Pacific/Apia skipped 2011-12-30 (23:59 at -10:00 on the 29th, then 00:00 at +14:00 on
+    /// the 31st): a day with no time in it gets no share of a sample spanning it (an
+    /// oracle audit found a `per-source` row of 0 with 1 sample there; `daily` had none).
+    @Test("a day the zone skipped gets no row of a sample that spans it")
+    func skippedDay() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["init", "--timezone", "Pacific/Apia"], db: db).status == 0)
+            let sample = #"{"kind":"sample","type":"steps","value":100,"start":"2011-12-29T12:00:00-10:00","end":"2011-12-31T12:00:00+14:00","source":"iPhone"}"#
+            #expect(ledger(["append"], stdin: sample, db: db).status == 0)
+            for projection in ["per-source", "daily"] {
+                let rows = ledger(["project", projection, "--format", "ndjson"], db: db).stdout.split(separator: "\n")
+                #expect(rows.count == 2 && rows.allSatisfy { !$0.contains("2011-12-30") && $0.contains("\"value\":50,") }, "\(projection): \(rows)")
+            }
+            #expect(ledger(["verify"], db: db).status == 0)
+        }
+    }
+
     @Test("daily-steps merges sources; per-source does not (golden ndjson)")
     func dailyAndPerSource() throws {
         withTemporaryLedger { db in
