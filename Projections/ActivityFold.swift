@@ -259,7 +259,7 @@ public final class ActivityFold {
         // A day the zone skipped (Pacific/Apia's 2011-12-30) holds none of the sample's time:
         // it had a `per-source` row of 0 with 1 sample (an audit). Most samples lie in one day.
         let spansDays = record.days.count > 1
-        for day in record.days where !spansDays || calendar.window(of: day, in: zone).end > calendar.window(of: day, in: zone).start {
+        for day in record.days where !spansDays || !calendar.isSkipped(day, in: zone) {
             let key = DayKey(user: record.user, type: record.type, day: day)
             // One lookup when the bucket is already loaded, as it nearly always is.
             if let index = buckets.index(forKey: key) {

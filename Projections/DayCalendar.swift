@@ -40,6 +40,12 @@ public final class DayCalendar: Sendable {
         (start(of: day, in: zone), start(of: day + 1, in: zone))
     }
 
+    /// Whether `zone` skipped local day `day` (no time in it: Pacific/Apia's 2011-12-30).
+    public func isSkipped(_ day: Int, in zone: Zone) -> Bool {
+        let window = window(of: day, in: zone)
+        return window.end <= window.start
+    }
+
     /// The first day asked of Foundation's calendar for zones with rules: 1600-01-01. Before
     /// 1582 its Gregorian calendar is Julian, days apart from the proleptic days `day(of:)`
     /// counts, and no zone has rules before the 19th century (each keeps its local mean time).

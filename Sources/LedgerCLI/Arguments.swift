@@ -110,16 +110,20 @@ func parse(_ arguments: [String], specs: [OptionSpec], usage: String, maxPositio
     return parsed
 }
 
+/// `text` as a number written in decimal digits and points alone, or nil: `Double` would also
+/// read a sign, hexadecimal (`0x10`, `0x1p3`) and exponents (`1e3`).
+func decimalNumber(_ text: some StringProtocol) -> Double? {
+    guard text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return nil }
+    return Double(String(text))
+}
+
 /// Parses `--map-size` values: `1048576`, `64MiB`, `4GiB`, `1GB`, `512M`.
 func parseSize(_ text: String) -> Int? {
     let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
                                   ("KB", 1000), ("MB", 1_000_000), ("GB", 1_000_000_000), ("TB", 1_000_000_000_000),
                                   ("K", 1 << 10), ("M", 1 << 20), ("G", 1 << 30), ("T", 1 << 40), ("B", 1)]
     for (suffix, factor) in units where text.hasSuffix(suffix) {
-        // Decimal digits only: `Double` would also read `0x10` and `1e3`.
-        let digits = text.dropLast(suffix.count)
-        guard digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-              let number = Double(digits), number > 0, number.isFinite,
+        guard let number = decimalNumber(text.dropLast(suffix.count)), number > 0, number.isFinite,
               number * Double(factor) < Double(Int.max / 2)
         else { return nil }
         return Int(number * Double(factor))

@@ -55,9 +55,7 @@ extension Commands {
         }
         var heartbeat: Duration = .seconds(15)
         if let text = arguments.value("heartbeat") {
-            // Decimal digits and a point only: `Double` would also read `0x1p3` and `+8`.
-            guard text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-                  let seconds = Double(text), seconds > 0, seconds <= 15 else {
+            guard let seconds = decimalNumber(text), seconds > 0, seconds <= 15 else {
                 throw CLIError.usage("'--heartbeat' needs seconds more than 0 and at most 15, got '\(text)'", usage: usage)
             }
             heartbeat = .milliseconds(Int(seconds * 1000))

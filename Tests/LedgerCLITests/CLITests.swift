@@ -626,20 +626,21 @@ struct CommandTests {
                 #expect(run.stderr.hasPrefix("Error: \(message)\n"), "\(run.stderr)")
                 #expect(run.stdout.isEmpty)
             }
-            // A host that is no address is a usage error too (it was exit 1, a runtime failure).
-            for listen in [":39150", "example.com:39150", "127.0.0.300:1"] {
-                let host = ledger(["serve", "--listen", listen], db: db)
-                #expect(host.status == 64 && host.stderr.hasPrefix("Error: '--listen' needs HOST:PORT with HOST an IPv4 or IPv6 address or localhost"), "\(listen): \(host.stderr)")
-            }
             #expect(ledger(["init"], db: db).status == 0)
-            let words = ledger(["subscribe", "daily", "--from", "abc"], db: db)
-            #expect(words.status == 64 && words.stderr.hasPrefix("Error: '--from' must be a seq, now, or SEQ.K"), "\(words.stderr)")
-            let signed = ledger(["serve", "--listen", "127.0.0.1:+80"], db: db)
-            #expect(signed.status == 64 && signed.stderr.hasPrefix("Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"), "\(signed.stderr)")
-            let limit = ledger(["log", "--limit", "+1"], db: db)
-            #expect(limit.status == 64 && limit.stderr.hasPrefix("Error: option '--limit' needs a whole number from 0 to "), "\(limit.stderr)")
-            let seq = ledger(["replay", "--projection", "daily", "--to-seq", "+1"], db: db)
-            #expect(seq.status == 64 && seq.stderr.hasPrefix("Error: option '--to-seq' needs a whole number ≥ 0, got '+1'\n"), "\(seq.stderr)")
+            let hostless = "Error: '--listen' needs HOST:PORT with HOST an IPv4 or IPv6 address or localhost"
+            for (arguments, message) in [
+                // A host that is no address is a usage error too (it was exit 1, a runtime failure).
+                (["serve", "--listen", ":39150"], hostless),
+                (["serve", "--listen", "example.com:39150"], hostless),
+                (["serve", "--listen", "127.0.0.300:1"], hostless),
+                (["subscribe", "daily", "--from", "abc"], "Error: '--from' must be a seq, now, or SEQ.K"),
+                (["serve", "--listen", "127.0.0.1:+80"], "Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"),
+                (["log", "--limit", "+1"], "Error: option '--limit' needs a whole number from 0 to "),
+                (["replay", "--projection", "daily", "--to-seq", "+1"], "Error: option '--to-seq' needs a whole number ≥ 0, got '+1'\n"),
+            ] {
+                let run = ledger(arguments, db: db)
+                #expect(run.status == 64 && run.stderr.hasPrefix(message), "\(arguments): \(run.stderr)")
+            }
         }
     }
 }
