@@ -143,7 +143,7 @@ struct EndToEndTests {
             let child = try SpawnedGroup(shell: #"exec "$LEDGER" subscribe daily --db "$DB""#, environment: ["LEDGER": binary, "DB": db])
             var holding = false
             for _ in 0..<500 where !holding {
-                let locks = (try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? ""
+                let locks = String(decoding: (try? FileHandle(forReadingAtPath: "/proc/locks")?.readToEnd()) ?? Data(), as: UTF8.self)
                 holding = locks.split(separator: "\n").contains { $0.split(separator: " ").contains(Substring(String(child.pid))) }
                 if !holding { usleep(10_000) }
             }

@@ -382,7 +382,7 @@ public final class Environment: @unchecked Sendable {
     /// the binary's and libraries'), in bytes, from `/proc/self/statm`; nil where it cannot be
     /// read. What an import watches to call `releaseMappedPages` only when the map has grown.
     public static var residentSharedBytes: Int? {
-        guard let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        guard let statm = Environment.procText("/proc/self/statm") else { return nil }
         let fields = statm.split(separator: " ")
         guard fields.count > 2, let pages = Int(fields[2]) else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
@@ -393,16 +393,56 @@ public final class Environment: @unchecked Sendable {
     /// is faulted back in on the next read; long imports call this between batches so their
     /// RSS reflects their own memory rather than every page of the ledger they touched.
     public func releaseMappedPages() {
+        for range in mapRanges {
+            guard let address = UnsafeMutableRawPointer(bitPattern: range.lowerBound) else { continue }
+            madvise(address, Int(range.upperBound - range.lowerBound), MADV_DONTNEED)
+        }
+    }
+
+    /// This process's resident pages of this environment's map alone, in bytes, from the map's
+    /// `Rss:` in `/proc/self/smaps` (a walk of the page tables, exact, and untouched by other
+    /// environments or threads); nil where it cannot be read.
+    public var residentMapBytes: Int? {
+        guard let smaps = Environment.procText("/proc/self/smaps") else { return nil }
+        var total = 0, inMap = false
+        for line in smaps.split(separator: "\n") {
+            let first = line.prefix { $0 != " " }
+            if first.contains("-"), first.allSatisfy({ $0.isHexDigit || $0 == "-" }) {  // a mapping's header
+                inMap = isDataFileMapping(line)
+            } else if inMap, line.hasPrefix("Rss:") {
+                guard let kB = Int(line.dropFirst(4).trimmingCharacters(in: .whitespaces).split(separator: " ")[0]) else { return nil }
+                total += kB * 1024
+            }
+        }
+        return total
+    }
+
+    /// Whether a line of `/proc/self/maps` (or a mapping's header in `smaps`) maps `data.mdb`.
+    private func isDataFileMapping(_ line: Substring) -> Bool {
         // LMDB does not expose where it mapped the file (me_mapaddr is only set with
-        // MDB_FIXEDMAP), so find the mapping of data.mdb in /proc/self/maps.
+        // MDB_FIXEDMAP), so the mapping is found by the file's name.
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
-        let resolved = (dataFile as NSString).resolvingSymlinksInPath
-        guard let maps = try? String(contentsOfFile: "/proc/self/maps", encoding: .utf8) else { return }
-        for line in maps.split(separator: "\n") where line.hasSuffix(dataFile) || line.hasSuffix(resolved) {
+        return line.hasSuffix(dataFile) || line.hasSuffix((dataFile as NSString).resolvingSymlinksInPath)
+    }
+
+    /// A file of `/proc`, read to its end. (`String(contentsOfFile:)` makes one read of a file
+    /// whose size is 0, as `/proc`'s are, and so sees only their first 4 KB: the map's line in
+    /// `maps` lies past it in a process with enough mappings, and most of `smaps` always does.)
+    private static func procText(_ path: String) -> String? {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.readToEnd() else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The address ranges at which this process maps `data.mdb`, from `/proc/self/maps`.
+    private var mapRanges: [Range<UInt>] {
+        guard let maps = Environment.procText("/proc/self/maps") else { return [] }
+        return maps.split(separator: "\n").filter(isDataFileMapping).compactMap { line in
             let range = line.prefix { $0 != " " }.split(separator: "-")
             guard range.count == 2, let start = UInt(range[0], radix: 16), let end = UInt(range[1], radix: 16),
-                  let address = UnsafeMutableRawPointer(bitPattern: start) else { continue }
-            madvise(address, Int(end - start), MADV_DONTNEED)
+                  start < end else { return nil }
+            return start..<end
         }
     }
 
