@@ -2,8 +2,9 @@ import Foundation
 import LedgerCore
 import Projections
 
-/// `--format chart`: one horizontal bar per row, scaled to the largest value, for people who
-/// would rather look than read.
+/// `--format chart`: one horizontal bar per row, scaled to the largest value of its type and
+/// unit (steps and metres are not drawn on one scale), for people who would rather look than
+/// read.
 enum Chart {
     static let width = 40
 
@@ -25,11 +26,15 @@ enum Chart {
             return parts.joined(separator: " ")
         }
         let values = rows.map { $0.values["value"]?.numberValue ?? 0 }
-        let largest = values.max() ?? 0
+        func scale(_ row: Row) -> String {
+            (row.values["type"]?.stringValue ?? "") + " " + (row.values["unit"]?.stringValue ?? "")
+        }
+        var largestOf: [String: Double] = [:]
+        for (index, row) in rows.enumerated() { largestOf[scale(row)] = max(largestOf[scale(row)] ?? 0, values[index]) }
         let labelWidth = labels.map(\.count).max() ?? 0
         var text = ""
         for (index, row) in rows.enumerated() {
-            let value = values[index]
+            let value = values[index], largest = largestOf[scale(row)] ?? 0
             let eighths = largest > 0 ? Int((value / largest * Double(width * 8)).rounded()) : 0
             var bar = String(repeating: "█", count: eighths / 8)
             let partial = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"][eighths % 8]

@@ -108,6 +108,15 @@ struct ProjectCommandTests {
             #expect(chart[0].hasSuffix(" 650 count"))
             // 50 / 650 of 40 cells = 3.08 cells = 24.6 eighths, rounded to 25: three blocks and one eighth.
             #expect(chart[1].hasPrefix("2026-11-30  ███▏ "))
+            // Each type is scaled to its own largest value: 2 km (2000 m) is a full bar beside 650 steps,
+            // not one 325 times as long (an audit: one scale for all units).
+            let distance = #"{"kind":"sample","type":"distance","value":2,"unit":"km","start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:20:00Z","source":{"name":"iPhone"}}"#
+            #expect(ledger(["append"], stdin: distance, db: db).status == 0)
+            let mixed = ledger(["project", "daily", "--format", "chart"], db: db).stdout.split(separator: "\n")
+            #expect(mixed.count == 3)
+            #expect(mixed.contains { $0.hasPrefix("2026-11-29 distance  " + String(repeating: "█", count: 40) + " ") && $0.hasSuffix(" 2000.00 m") })
+            #expect(mixed.contains { $0.hasPrefix("2026-11-29 steps     " + String(repeating: "█", count: 40) + " ") })
+            #expect(mixed.contains { $0.hasPrefix("2026-11-30 steps     ███▏ ") })
             let grants = ledger(["project", "grants"], db: db).stdout
             #expect(grants.hasPrefix(#"{"user":"default","client":"coach","read":["steps"],"share":[],"updated":""#))
             #expect(grants.hasSuffix(#","seq":4}"# + "\n"))
