@@ -33,6 +33,15 @@ struct ParsedArguments {
     var positionals: [String] = []
 
     func value(_ name: String) -> String? { options[name]?.last }
+
+    /// A name-valued option (`--user`), checked as the names in events are (not empty, at most
+    /// 1 KiB, no control character): a usage error otherwise. An empty one is most often a
+    /// script's unset variable, and as a filter it matched nothing and exited 0 (an audit).
+    func name(_ option: String) throws -> String? {
+        guard let text = value(option) else { return nil }
+        if let problem = EventDecoder.nameProblem(text, field: "--" + option) { throw CLIError.usage(problem, usage: usage) }
+        return text
+    }
     func has(_ name: String) -> Bool { flags.contains(name) || options[name] != nil }
 }
 

@@ -40,7 +40,7 @@ enum Chart {
             let partial = ["", "▏", "▎", "▍", "▌", "▋", "▊", "▉"][eighths % 8]
             bar += partial
             let unit = row.values["unit"]?.stringValue ?? ""
-            let shown = unit == "count" ? String(Int64(value.rounded())) : String(format: "%.2f", value)
+            let shown = OutputFormat.rounded(value, isCount: unit == "count")
             text += labels[index].padding(toLength: labelWidth, withPad: " ", startingAt: 0)
                 + "  " + bar.padding(toLength: width + 1, withPad: " ", startingAt: 0) + " \(shown) \(unit)\n"
         }

@@ -36,8 +36,7 @@ extension Commands {
         guard arguments.positionals.count == 2 else { throw CLIError.usage("missing FILE", usage: usage) }
         // `-` is standard input, as for `append` (a zip that comes that way is saved to a temporary file first).
         let path = arguments.positionals[1] == "-" ? "/dev/stdin" : arguments.positionals[1]
-        let user = arguments.value("user") ?? "default"
-        do throws(FieldError) { try EventDecoder.checkName(user, field: "--user") } catch { throw CLIError.usage(error.message, usage: usage) }
+        let user = try arguments.name("user") ?? "default"
         var zone: String?
         if let text = arguments.value("zone") {
             guard Zone(text) != nil else {

@@ -163,7 +163,7 @@ extension Commands {
             }
             kind = parsed
         }
-        let user = arguments.value("user")
+        let user = try arguments.name("user")
         // A malformed WHEN is refused before the ledger is opened; a date's day is resolved
         // in the ledger's default zone after.
         for option in ["since", "until"] {
@@ -347,8 +347,14 @@ extension Commands {
         }
         guard !destination.isEmpty else { throw CLIError.usage("DEST must not be empty", usage: arguments.usage) }
         let log = try context.openLog(arguments, create: false)
-        if (destination as NSString).standardizingPath == (log.path as NSString).standardizingPath {
+        // Compared as absolute paths with symbolic links resolved: `./p.db` was called "not
+        // empty", and `p.db/sub` made a copy inside the ledger's own directory (an audit).
+        let source = canonicalPath(log.path), target = canonicalPath(destination)
+        if target == source {
             throw CLIError.usage("DEST is the ledger itself; a backup goes into another directory", usage: arguments.usage)
+        }
+        if target.hasPrefix(source + "/") {
+            throw CLIError.usage("DEST is inside the ledger's directory; a backup goes into another directory", usage: arguments.usage)
         }
         // SIGINT or SIGTERM stops the copy and removes what it wrote (exit 130); what a signal
         // that killed the process left would be a partial copy in DEST.
@@ -432,5 +438,25 @@ extension Commands {
             rows.write(format, to: context.stdout)
         }
         return 0
+    }
+}
+
+/// `path` made absolute, `.` and `..` removed and symbolic links resolved as far as the path
+/// exists (what does not exist yet, a backup's DEST, is kept as written after that).
+func canonicalPath(_ path: String) -> String {
+    func resolved(_ path: String) -> String? {
+        guard let real = realpath(path, nil) else { return nil }
+        defer { free(real) }
+        return String(cString: real)
+    }
+    let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    var existing = (absolute as NSString).standardizingPath, rest: [String] = []
+    while true {
+        if let real = resolved(existing) {
+            return rest.isEmpty ? real : (real == "/" ? "" : real) + "/" + rest.joined(separator: "/")
+        }
+        if existing == "/" || existing.isEmpty { return absolute }
+        rest.insert((existing as NSString).lastPathComponent, at: 0)
+        existing = (existing as NSString).deletingLastPathComponent
     }
 }

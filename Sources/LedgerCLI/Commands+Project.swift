@@ -169,7 +169,7 @@ extension Commands {
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
             throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames))", usage: usage)
         }
-        var filter = RowFilter(user: arguments.value("user"), type: impliedType)
+        var filter = RowFilter(user: try arguments.name("user"), type: impliedType)
         if let type = try parseTypeOption(arguments) {
             if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: arguments.value("type")!, option: "--type") {
                 throw CLIError.usage(conflict, usage: usage)

@@ -106,7 +106,7 @@ extension Commands {
         guard let name = arguments.positionals.first else {
             throw CLIError.usage("missing NAME (\(projectionNames.joined(separator: ", ")), or events)", usage: usage)
         }
-        var filter = ChangeFilter(user: arguments.value("user"))
+        var filter = ChangeFilter(user: try arguments.name("user"))
         let eventsOnly = name == "events"
         if !eventsOnly {
             guard let (projection, impliedType) = ProjectionName.parse(name) else {

@@ -25,16 +25,30 @@ public enum LedgerCommandLine {
         return code
     }
 
+    /// Refuses an argument that is not UTF-8 (argument `index`, counting from 1, of the
+    /// process's `arguments`, read with U+FFFD in place of its bytes): exit 64 with the usage
+    /// line of the command named, as other usage errors (SPEC §5).
+    public static func refuseNotUTF8(argument index: Int, of arguments: [String],
+                                     stderr: OutputSink = .standardError) -> Int32 {
+        let context = CommandContext(environment: [:], stdin: .standardInput, stdout: .standardOutput, stderr: stderr, now: EventLog.systemClock)
+        let usage = commandFirst(arguments).first.flatMap(Commands.named)?.usage ?? Help.synopsis
+        return fail(.usage("argument \(index) is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)", usage: usage), context)
+    }
+
+    /// `ledger --db PATH COMMAND …` as well as `ledger COMMAND --db PATH …` (an audit: the
+    /// first was an unknown option), as `git -C` comes first: the ledger is every command's.
+    /// It is handed to the command, which refuses it if it has no use for one (`help` and
+    /// `--version` too, as they would after their name).
+    static func commandFirst(_ given: [String]) -> [String] {
+        guard let first = given.first, first == "--db" || first.hasPrefix("--db=") else { return given }
+        let width = first == "--db" ? 2 : 1
+        guard given.count > width else { return given }
+        return [given[width]] + given[0..<width] + given[(width + 1)...]
+    }
+
     private static func run(_ given: [String], _ context: CommandContext) -> Int32 {
         let stdout = context.stdout
-        // `ledger --db PATH COMMAND …` as well as `ledger COMMAND --db PATH …` (an audit: the
-        // first was an unknown option), as `git -C` comes first: the ledger is every
-        // command's. It is handed to the command, which refuses it if it has no use for one.
-        var arguments = given
-        if let first = given.first, first == "--db" || first.hasPrefix("--db=") {
-            let width = first == "--db" ? 2 : 1
-            if given.count > width { arguments = [given[width]] + given[0..<width] + given[(width + 1)...] }
-        }
+        let arguments = commandFirst(given)
         guard let first = arguments.first else {
             // A missing command is a usage error (SPEC §5: 64), as a missing argument is; a
             // script that runs `ledger $CMD` with CMD unset must not see success.

@@ -12,6 +12,15 @@ enum OutputFormat: String, CaseIterable {
         }
         return format
     }
+
+    /// A value as `table` and `chart` show it: a count as a whole number, else to two places.
+    /// A count beyond Int64 (9,224 samples of 1e15 flights in one day sum to 9.2e18) is written
+    /// from the Double, where converting it trapped and killed the command.
+    static func rounded(_ number: Double, isCount: Bool) -> String {
+        guard isCount else { return String(format: "%.2f", number) }
+        let whole = number.rounded()
+        return whole.magnitude < 0x1p63 ? String(Int64(whole)) : String(format: "%.0f", whole)
+    }
 }
 
 /// Rows with named columns, printed in any format. Values keep full precision in the
@@ -64,7 +73,7 @@ struct RowSet {
                 zip(columns, row).map { column, value in
                     guard roundedValues, column == "value", let number = value?.numberValue else { return plain(value) }
                     let isCount = unitIndex.map { row[$0]?.stringValue == "count" } ?? false
-                    return isCount ? String(Int64(number.rounded())) : String(format: "%.2f", number)
+                    return OutputFormat.rounded(number, isCount: isCount)
                 }
             }
             let headers = columns.map { $0.uppercased() }

@@ -306,6 +306,12 @@ public enum EventDecoder {
         }
     }
 
+    /// What `checkName` would refuse in `text`, or nil: for filters (`--user`, `?user=`).
+    public static func nameProblem(_ text: String, field: String) -> String? {
+        do throws(FieldError) { try checkName(text, field: field) } catch { return error.message }
+        return nil
+    }
+
     static func containsControlCharacter(_ text: String) -> Bool {
         // In UTF-8, U+0000–U+001F and U+007F are single bytes, U+0080–U+009F are C2 80–C2 9F.
         return text.withUTF8Bytes { bytes in

@@ -242,7 +242,10 @@ public enum EventInput {
     /// Jansson's syntax error, with the field it is in when it follows a key (`"value":NaN`
     /// said only "invalid token near 'NaN'": an audit, as SPEC §3.2 wants the field named).
     static func malformed(_ error: JSONValue.SyntaxError, column: Int, in text: UnsafeRawBufferPointer) -> String {
-        let field = keyBefore(error.position, in: text).map { " in '\($0)'" } ?? ""
+        // Jansson checks a `\u` escape's surrogates once the string is read: the position is
+        // then just past its closing quote.
+        let inString = error.message.hasPrefix("invalid Unicode") ? error.position - 1 : error.position
+        let field = (keyBefore(error.position, in: text) ?? fieldOfString(at: inString, in: text)).map { " in '\($0)'" } ?? ""
         return "malformed JSON\(field): \(error.message) (column \(column))"
     }
 
@@ -271,6 +274,43 @@ public enum EventInput {
         }
         guard index >= 0 else { return nil }
         return visibleCharacters(String(decoding: UnsafeRawBufferPointer(rebasing: text[(index + 1)..<close]), as: UTF8.self))
+    }
+
+    /// The field whose string value byte `position` of `text` lies in (an invalid byte, escape
+    /// or control character, or the end of a cut-off line, inside `"user":"b\xffc"`), as a path
+    /// of keys (`source.name`), read by scanning the valid JSON before it; nil when `position`
+    /// is in no string or in a key. (Such errors named no field: an audit.)
+    static func fieldOfString(at position: Int, in text: UnsafeRawBufferPointer) -> String? {
+        // One entry per open object or array: the object's current key once its ':' is due.
+        var open: [(isObject: Bool, key: String?)] = []
+        let end = min(position, text.count)
+        var index = 0
+        while index < end {
+            switch text[index] {
+            case UInt8(ascii: "\""):
+                var close = index + 1
+                while close < end, text[close] != UInt8(ascii: "\"") { close += text[close] == UInt8(ascii: "\\") ? 2 : 1 }
+                let isKey = open.last.map { $0.isObject && $0.key == nil } ?? false
+                guard close < end else {
+                    // The error is inside this string: a value's names its field.
+                    guard !isKey else { return nil }
+                    let path = open.compactMap(\.key).map { visibleCharacters($0) }
+                    return path.isEmpty ? nil : path.joined(separator: ".")
+                }
+                if isKey {
+                    open[open.count - 1].key = String(decoding: UnsafeRawBufferPointer(rebasing: text[(index + 1)..<close]), as: UTF8.self)
+                }
+                index = close + 1
+                continue
+            case UInt8(ascii: "{"): open.append((true, nil))
+            case UInt8(ascii: "["): open.append((false, nil))
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): if !open.isEmpty { open.removeLast() }
+            case UInt8(ascii: ","): if let last = open.last, last.isObject { open[open.count - 1].key = nil }
+            default: break
+            }
+            index += 1
+        }
+        return nil
     }
 
     /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).

@@ -891,6 +891,7 @@ public final class HTTPServer: @unchecked Sendable {
             id = parsed
         }
         let user = arguments["user"]
+        if let user, let problem = EventDecoder.nameProblem(user, field: "user") { return .error(400, problem) }
         let after: UInt64
         let window: RecordedWindow
         do {
@@ -943,6 +944,7 @@ public final class HTTPServer: @unchecked Sendable {
             return .error(404, "unknown projection '\(name)' (expected daily, daily-steps, per-source, last-known or grants)")
         }
         func argument(_ name: String) -> String? { arguments[name] }
+        if let user = argument("user"), let problem = EventDecoder.nameProblem(user, field: "user") { return .error(400, problem) }
         var filter = RowFilter(user: argument("user"), type: impliedType)
         if let text = argument("type") {
             guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
@@ -1061,7 +1063,9 @@ public final class HTTPServer: @unchecked Sendable {
         guard let (projection, impliedType) = ProjectionName.parse(name) else {
             return queue(.error(404, "unknown projection '\(name)' (or events)"), on: connection)
         }
-        var filter = ChangeFilter(projection: projection, user: value(connection, kind: .GET_ARGUMENT_KIND, "user"), type: impliedType)
+        let user = value(connection, kind: .GET_ARGUMENT_KIND, "user")
+        if let user, let problem = EventDecoder.nameProblem(user, field: "user") { return queue(.error(400, problem), on: connection) }
+        var filter = ChangeFilter(projection: projection, user: user, type: impliedType)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
             guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
             if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: "'\(text)'", option: "type") {
@@ -1112,7 +1116,9 @@ public final class HTTPServer: @unchecked Sendable {
         if let client, !client.admin {
             return queue(.error(403, "the raw event log is for admin clients; subscribe to projections instead"), on: connection)
         }
-        var filter = ChangeFilter(user: value(connection, kind: .GET_ARGUMENT_KIND, "user"))
+        let user = value(connection, kind: .GET_ARGUMENT_KIND, "user")
+        if let user, let problem = EventDecoder.nameProblem(user, field: "user") { return queue(.error(400, problem), on: connection) }
+        var filter = ChangeFilter(user: user)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
             guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
             filter.type = type

@@ -292,8 +292,13 @@ extension EventLog {
     }
 
     func setProjectionPosition(_ seq: UInt64, in txn: Transaction) throws {
-        try txn.put(meta, EventLog.projectionPositionKey, seq.bigEndianBytes)
-        try txn.put(meta, EventLog.projectionVersionKey, UInt64(ActivityFold.version).bigEndianBytes)
+        // Written only when they change: a put of the same bytes still dirties the page, and a
+        // batch of nothing but duplicates then committed a transaction (SPEC §3.2: a no-op).
+        for (key, value) in [(EventLog.projectionPositionKey, seq.bigEndianBytes),
+                             (EventLog.projectionVersionKey, UInt64(ActivityFold.version).bigEndianBytes)]
+            where try txn.get(meta, key) != value {
+            try txn.put(meta, key, value)
+        }
     }
 
     /// Clears every projection and folds the whole log again, flushing at the log's batch ends.
@@ -372,7 +377,11 @@ extension EventLog {
         // stored state has been found to be of this fold version it stays current.
         if projectionsChecked.withLock({ $0 }) { return }
         let current = try environment.read { txn in
-            try checkedProjectionVersion(in: txn, head: try head(in: txn).seq) == UInt64(ActivityFold.version)
+            let head = try head(in: txn).seq
+            let version = try checkedProjectionVersion(in: txn, head: head)
+            // An empty log with no fold version (a ledger an older build made, before `init`
+            // wrote one) has nothing to fold: a read wrote to it, or was refused on read-only media.
+            return version == UInt64(ActivityFold.version) || (version == nil && head == 0)
         }
         if !current {
             // Bringing them up to date writes; a replay folds in memory and needs no write.

@@ -180,6 +180,7 @@ public final class EventLog: Sendable {
                     try txn.put(meta, Array("zone".utf8), Array((newZone?.name ?? "UTC").utf8))
                     try txn.put(meta, Array("created".utf8), Array(clock().rfc3339.utf8))
                     try txn.put(meta, EventLog.importIDsKey, Array("\(EventLog.importIDSchemeForNewLedgers)".utf8))
+                    try setProjectionPosition(0, in: txn)  // empty projections, of this fold version
                 }
             }
         case let other?:

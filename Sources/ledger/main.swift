@@ -18,8 +18,7 @@ LedgerCommandLine.reportCutLedgerOnSIGBUS()
 // command with U+FFFD in place of its bytes, and named a file that does not exist.
 for index in 1..<Int(CommandLine.argc) {
     guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
-    FileHandle.standardError.write(Data("Error: argument \(index) is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)\n".utf8))
-    exit(64)
+    exit(LedgerCommandLine.refuseNotUTF8(argument: index, of: Array(CommandLine.arguments.dropFirst())))
 }
 
 exit(LedgerCommandLine.run(arguments: Array(CommandLine.arguments.dropFirst())))

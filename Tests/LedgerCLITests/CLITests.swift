@@ -168,6 +168,45 @@ struct CommandTests {
         }
     }
 
+    /// SPEC §3.2: appending what the log holds is a no-op. It committed a transaction all the
+    /// same (the projections' position put again, unchanged), and the first read of a new
+    /// ledger wrote its fold version (an audit, comparing LMDB's last transaction id).
+    @Test("reads of a new ledger, and an append or import of nothing new, commit no transaction")
+    func nothingNewWritesNothing() throws {
+        try withTemporaryLedger { db in
+            #expect(ledger(["init"], db: db).status == 0)
+            func lastTransaction() throws -> Int { try Environment(path: db).info.lastTransaction }
+            let created = try lastTransaction()
+            for command in [["project", "daily"], ["verify"], ["stats"], ["log"], ["replay", "--to-seq", "0"]] {
+                let run = ledger(command, db: db)
+                #expect(run.status == 0, "\(command): \(run.stderr)")
+            }
+            #expect(try lastTransaction() == created)
+            let input = Fixtures.stepsFile(count: 3)
+            #expect(ledger(["append"], stdin: input, db: db).status == 0)
+            let appended = try lastTransaction()
+            #expect(appended == created + 1)
+            let before = try snapshot(db)
+            #expect(ledger(["append"], stdin: input, db: db).stdout == "appended 0, duplicates 3, superseded 0, head 3\n")
+            #expect(try lastTransaction() == appended)
+            #expect(try snapshot(db) == before)
+            let export = db + "-export.xml"
+            defer { try? FileManager.default.removeItem(atPath: export) }
+            try """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <HealthData locale="en_US">
+             <Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2026-11-29 08:00:00 +0000" endDate="2026-11-29 08:10:00 +0000" value="120"/>
+            </HealthData>
+
+            """.write(toFile: export, atomically: true, encoding: .utf8)
+            #expect(ledger(["import", "apple-health", export], db: db).status == 0)
+            let imported = try lastTransaction()
+            let reimport = ledger(["import", "apple-health", export], db: db)
+            #expect(reimport.status == 0 && reimport.stdout.contains("appended 0"), "\(reimport.stdout)")
+            #expect(try lastTransaction() == imported)
+        }
+    }
+
     @Test("append reads a file, and --expect-head guards it")
     func appendFileExpectHead() throws {
         try withTemporaryLedger { db in
@@ -399,7 +438,7 @@ struct CommandTests {
             #expect(ledger(["init", "--timezone", "America/New_York"], db: db).status == 0)
             // A new ledger has folded nothing, and that is current (it read as damage: an audit).
             let fresh = try JSONValue.parse(Array(ledger(["stats", "--format", "ndjson"], db: db).stdout.utf8)).objectValue
-            #expect(fresh?["projections_current"] == .bool(true) && fresh?["projections_fold_version"] == .null, "\(String(describing: fresh))")
+            #expect(fresh?["projections_current"] == .bool(true) && fresh?["projections_fold_version"] == .int(Int64(ActivityFold.version)), "\(String(describing: fresh))")
             let grant = #"{"kind":"grant","client":"coach","read":["steps"]}"#
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 4) + grant, db: db).status == 0)
             let verify = ledger(["verify"], db: db)
@@ -617,10 +656,13 @@ struct CommandTests {
                                              ("--header-timeout", "0", "'--header-timeout' needs whole seconds from 1 to 86400, got '0'"),
                                              ("--body-timeout", "x", "'--body-timeout' needs whole seconds from 1 to 86400, got 'x'"),
                                              ("--per-address-limit", "-1", "'--per-address-limit' needs a whole number from 0 to 65000, got '-1'"),
-                                             ("--heartbeat", "16", "'--heartbeat' needs seconds more than 0 and at most 15, got '16'"),
+                                             ("--audit-log", "", "'--audit-log' must not be empty"),
+                                             ("--tls-cert", "", "'--tls-cert' must not be empty"),
+                                             ("--heartbeat", "0.0000001", "'--heartbeat' needs seconds from 0.1 to 15, got '0.0000001'"),
+                                             ("--heartbeat", "16", "'--heartbeat' needs seconds from 0.1 to 15, got '16'"),
                                              // Written as decimal digits only: Swift's parsing also reads a sign and hexadecimal.
                                              ("--per-address-limit", "+5", "'--per-address-limit' needs a whole number from 0 to 65000, got '+5'"),
-                                             ("--heartbeat", "0x1p3", "'--heartbeat' needs seconds more than 0 and at most 15, got '0x1p3'")] {
+                                             ("--heartbeat", "0x1p3", "'--heartbeat' needs seconds from 0.1 to 15, got '0x1p3'")] {
                 let run = ledger(["serve", "--listen", "127.0.0.1:0", option, value], db: db)
                 #expect(run.status == 64, "\(option) \(value)")
                 #expect(run.stderr.hasPrefix("Error: \(message)\n"), "\(run.stderr)")
@@ -637,6 +679,14 @@ struct CommandTests {
                 (["serve", "--listen", "127.0.0.1:+80"], "Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"),
                 (["log", "--limit", "+1"], "Error: option '--limit' needs a whole number from 0 to "),
                 (["replay", "--projection", "daily", "--to-seq", "+1"], "Error: option '--to-seq' needs a whole number ≥ 0, got '+1'\n"),
+                // A --user no event can have (an unset variable in a script) matched nothing and exited 0.
+                (["project", "daily", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger project"),
+                (["replay", "--to-seq", "1", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger replay"),
+                (["log", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger log"),
+                (["subscribe", "daily", "--from", "0", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger subscribe"),
+                (["import", "apple-health", "/dev/null", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger import"),
+                (["project", "daily", "--user", "a\u{1}b"], "Error: '--user' contains a control character\n"),
+                (["log", "--user", String(repeating: "u", count: 1_025)], "Error: '--user' is longer than 1 KiB\n"),
             ] {
                 let run = ledger(arguments, db: db)
                 #expect(run.status == 64 && run.stderr.hasPrefix(message), "\(arguments): \(run.stderr)")
@@ -764,7 +814,7 @@ struct HelpTests {
         (#"(echo '['; yes ' ')"#, "Error: line 524290: more than 1 MiB of white space in a row, which no file of events holds"),
         (#"(printf '{"kind":"sample",'; yes ' ')"#, "Error: line 1: malformed JSON: string or '}' expected near end of file (column 18)"),
         (#"(echo '{'; yes '"a":1,')"#, "Error: line 1: the object is longer than 1 MiB ("),
-        (#"(printf '[{"a":"'; yes x)"#, "Error: line 1: malformed JSON: unexpected newline near '\"x' (column 8)"),
+        (#"(printf '[{"a":"'; yes x)"#, "Error: line 1: malformed JSON in 'a': unexpected newline near '\"x' (column 8)"),
         (#"(printf '[{"a":"'; yes x | tr -d '\n')"#, "Error: index 0: the event is longer than 1 MiB (more than 8 MiB of it read, white space aside)"),
         (#"(echo '\#(goodSample)'; yes '{"kind":"sample"')"#, "Error: line 2: malformed JSON: '}' expected near end of file"),
         // Not endless, but an array's tree took a hundred times its text: 10 MB of `{}` needed

@@ -96,6 +96,17 @@ struct EndToEndTests {
             #expect(under.status == 1 && under.stderr.hasPrefix("Error: cannot back up to '\(root)/full/notes.txt/copy': Not a directory"), "\(under.stderr)")
             #expect(try runProcess(binary, ["backup", db, "--db", db]).status == 64)
             #expect(try runProcess(binary, ["backup", "--db", db]).status == 64)
+            // The ledger itself however it is spelled, or a directory inside it, is refused
+            // with nothing written (`DB/sub` made a copy inside the ledger: an audit).
+            try FileManager.default.createSymbolicLink(atPath: root + "/link", withDestinationPath: db)
+            let name = (db as NSString).lastPathComponent
+            for (destination, message) in [(db + "/.", "DEST is the ledger itself"), (db + "/../" + name, "DEST is the ledger itself"),
+                                           (root + "/link", "DEST is the ledger itself"), (db + "/sub", "DEST is inside the ledger's directory"),
+                                           (root + "/link/sub", "DEST is inside the ledger's directory")] {
+                let refused = try runProcess(binary, ["backup", destination, "--db", db])
+                #expect(refused.status == 64 && refused.stderr.hasPrefix("Error: \(message); a backup goes into another directory\n"), "\(destination): \(refused.stderr)")
+            }
+            #expect(!FileManager.default.fileExists(atPath: db + "/sub"))
             // A symbolic link to nothing; a parent that does not exist, which is not made (a
             // failed backup left the parents it had made).
             try FileManager.default.createSymbolicLink(atPath: root + "/dangling", withDestinationPath: root + "/nowhere")
@@ -262,7 +273,10 @@ struct EndToEndTests {
         let binary = try ledgerBinary()
         let run = try runProcess("/bin/sh", ["-c", #"exec "$0" import apple-health "$(printf 'ok\377.xml')""#, binary])
         #expect(run.status == 64)
-        #expect(run.stderr == "Error: argument 3 is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)\n")
+        // With the command's usage line, as every usage error has (SPEC §5; it had none).
+        #expect(run.stderr.hasPrefix("Error: argument 3 is not valid UTF-8; ledger reads its arguments as UTF-8 (rename such a file, or link to it under a UTF-8 name)\nUsage: ledger import apple-health FILE"), "\(run.stderr)")
+        let first = try runProcess("/bin/sh", ["-c", #"exec "$0" "$(printf 'x\377')""#, binary])
+        #expect(first.status == 64 && first.stderr.hasSuffix("\nUsage: ledger <command> [options]\n"), "\(first.stderr)")
     }
 
     @Test("the binary allocates with jemalloc (linked for speed, see Package.swift)")
@@ -587,6 +601,30 @@ struct ReadOnlyMediaTests {
             let today = try runProcess(binary, ["replay", "--to-seq", "1", "--user", "default", "--date", "today", "--db", db])
             #expect(today.status == 0, "\(today.stderr)")
             #expect(today.stderr.hasPrefix("as of seq 1, "), "\(today.stderr)")
+        }
+    }
+
+    /// An empty ledger has nothing to fold: read-only media must not stop its reads, whether
+    /// `init` made it (with its fold version) or an older build did (without one). The second
+    /// was refused as "of another build's fold version" (an audit).
+    @Test("an empty ledger, with or without a stored fold version, is read on a read-only file system",
+          .enabled(if: ReadOnlyMediaTests.canMount, "needs root to mount"), arguments: [false, true])
+    func emptyReadOnly(olderBuild: Bool) throws {
+        let binary = try ledgerBinary()
+        let (source, view) = try ReadOnlyMediaTests.makeFolders()
+        defer { ReadOnlyMediaTests.cleanUp(source, view) }
+        #expect(try runProcess(binary, ["init", "--db", source + "/ledger.db"]).status == 0)
+        if olderBuild {
+            let environment = try Environment(path: source + "/ledger.db")
+            let meta = try #require(try environment.openDatabases(["meta"])["meta"])
+            try environment.write { txn in
+                for key in ["projections.version", "projections.position"] { _ = try txn.delete(meta, Array(key.utf8)) }
+            }
+        }
+        try #require(try ReadOnlyMediaTests.readOnlyView(of: source, at: view))
+        for command in [["project", "daily"], ["verify"], ["stats"], ["replay", "--to-seq", "0"]] {
+            let run = try runProcess(binary, command + ["--db", view + "/ledger.db"])
+            #expect(run.status == 0, "\(command): \(run.stderr)")
         }
     }
 

@@ -61,6 +61,25 @@ struct ProjectCommandTests {
         }
     }
 
+    /// Values are capped at 1e15 each, but a day's sum is not: 9,224 instants of 1e15 flights
+    /// from one source add up past Int64, where `table` and `chart` trapped converting it.
+    @Test("a count beyond Int64 prints in table and chart (it crashed the command)")
+    func hugeCount() throws {
+        try withTemporaryLedger { db in
+            let lines = (0..<9_224).map { index in
+                #"{"kind":"sample","type":"flights","value":1e15,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:00:00Z","source":"a","id":"\#(UUID(uuidString: String(format: "00000000-0000-4000-8000-%012x", index))!)"}"#
+            }
+            #expect(ledger(["append"], stdin: lines.joined(separator: "\n"), db: db).status == 0)
+            #expect(ledger(["project", "daily", "--format", "json"], db: db).stdout.contains(#""value":9.224e+18"#))
+            let table = ledger(["project", "daily", "--format", "table"], db: db)
+            #expect(table.status == 0 && table.stdout.contains("  9224000000000000000  count"), "\(table.stdout)\(table.stderr)")
+            for projection in ["per-source", "last-known"] {
+                let chart = ledger(["project", projection, "--format", "chart"], db: db)
+                #expect(chart.status == 0 && chart.stdout.hasSuffix(" 9224000000000000000 count\n"), "\(chart.stdout)\(chart.stderr)")
+            }
+        }
+    }
+
     @Test("daily-steps merges sources; per-source does not (golden ndjson)")
     func dailyAndPerSource() throws {
         withTemporaryLedger { db in

@@ -435,6 +435,13 @@ struct ServerTests {
             let from = try get("/v1/events?from=x")
             #expect(from.status == 400 && from.body.contains("'from' needs a seq"), "\(from.body)")
             #expect(try get("/v1/replay/daily?to_seq=1&date=2026-12-01&fallback=true&user=ann").body.contains("\"stale\":true"))
+            // A user no event can have is refused, as `--user ''` is (it matched nothing, 200).
+            for path in ["/v1/projections/daily?user=", "/v1/replay/daily?to_seq=1&user=", "/v1/events?user=",
+                         "/v1/subscribe/daily?user=", "/v1/subscribe/events?user=", "/v1/projections/daily?user=a%01b"] {
+                let refused = try get(path)
+                #expect(refused.status == 400 && (refused.body.contains("'user' must not be empty") || refused.body.contains("'user' contains a control character")),
+                        "\(path): \(refused.status) \(refused.body)")
+            }
         }
     }
 

@@ -186,6 +186,32 @@ struct EventInputErrorTests {
         #expect(error.field == "unit")
     }
 
+    /// Cases for `errorInString`: the input, with `<FF>` standing for a byte 0xFF (not UTF-8),
+    /// and the start of the message.
+    static let inString: [(String, String)] = [
+        (#"{"kind":"sample","user":"b<FF>c"}"#, "malformed JSON in 'user': unable to decode byte 0xff"),
+        (#"{"kind":"sample","user":"b\ud800c"}"#, #"malformed JSON in 'user': invalid Unicode '\uD800'"#),
+        (#"{"kind":"sample","source":{"name":"a\qb"}}"#, "malformed JSON in 'source.name': invalid escape"),
+        ("{\"kind\":\"sample\",\"metadata\":{\"k\":\"v\u{1}\"}}", "malformed JSON in 'metadata.k': control character 0x1"),
+        (#"{"kind":"grant","read":["steps","x<FF>"]}"#, "malformed JSON in 'read': unable to decode byte 0xff"),
+        (#"{"a":"q\"x,{[","user":"\ud800"}"#, "malformed JSON in 'user': invalid Unicode"),
+        // Not in a value: in a key, or outside any string, no field is named.
+        (#"{"kind":"sample","na<FF>me":1}"#, "malformed JSON: unable to decode byte 0xff"),
+        (#"{"a":1 "b":2}"#, "malformed JSON: '}' expected"),
+    ]
+
+    /// Errors inside a string value named no field: Jansson stops in the string, where the
+    /// key before it is not next to the error (an audit: "unable to decode byte 0xff").
+    @Test("an error inside a string value names its field, as a path of keys", arguments: 0..<EventInputErrorTests.inString.count)
+    func errorInString(_ index: Int) throws {
+        let (text, expected) = EventInputErrorTests.inString[index]
+        let parts = text.components(separatedBy: "<FF>").map { Array($0.utf8) }
+        let bytes = parts.dropFirst().reduce(parts[0]) { $0 + [0xFF] + $1 }
+        let error = try #require(inputError(bytes))
+        #expect(error.location == .line(1))
+        #expect(error.message.hasPrefix(expected), "\(error.message)")
+    }
+
     @Test("malformed JSON in a middle line names that line, without a truncation hint")
     func malformedMiddleLine() throws {
         let text = Fixture.sampleLine() + "\n{\"kind\": sample}\n" + Fixture.sampleLine(value: 3)
@@ -213,7 +239,7 @@ struct EventInputErrorTests {
         let text = Fixture.sampleLine(value: 1) + "\n" + #"{"kind":"sample","source":"iPh"#
         let error = try #require(inputError(text))
         #expect(error.location == .line(2))
-        #expect(error.message.hasPrefix("malformed JSON: "))
+        #expect(error.message.hasPrefix("malformed JSON in 'source': premature end of input"), "\(error.message)")
     }
 
     @Test("a last line cut inside a string gets the truncation hint too")
