@@ -2,7 +2,8 @@
 
 /// ` Did you mean '--from'?` when a candidate is within a small edit distance, else "".
 public func suggestion(for word: String, among candidates: [String]) -> String {
-    let scored = candidates.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= max(2, word.count / 3) }
+    // Case is no distance: `--FORMAT` is `--format` typed with caps lock on.
+    let scored = candidates.map { ($0, editDistance(word.lowercased(), $0.lowercased())) }.filter { $0.1 <= max(2, word.count / 3) }
     guard let best = scored.min(by: { $0.1 < $1.1 }) else { return "" }
     return ". Did you mean '\(best.0)'?"
 }

@@ -877,6 +877,7 @@ struct HelpTests {
         let option = ledger(["log", "--frm", "3"])
         #expect(option.status == 64)
         #expect(option.stderr.hasPrefix("Error: unknown option '--frm'. Did you mean '--from'?\nUsage: ledger log"))
+        #expect(ledger(["log", "--FORMAT", "json"]).stderr.hasPrefix("Error: unknown option '--FORMAT'. Did you mean '--format'?\n"))
         let missing = ledger(["log", "--limit"])
         #expect(missing.status == 64)
         #expect(missing.stderr.hasPrefix("Error: option '--limit' needs a value (N)"))
