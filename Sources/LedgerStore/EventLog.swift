@@ -403,7 +403,13 @@ public final class EventLog: Sendable {
             }
             if startOfDay { window.since = instant } else { window.until = instant }
         }
-        if let from = window.since, let to = window.until, from > to {
+        // Dates in order whose days the zone skipped (Pacific/Apia's 2011-12-30) make a window
+        // that ends a microsecond before it begins: it holds nothing, and is no mistake (it
+        // was called "after").
+        let skippedDays = since.flatMap(CivilDate.init(parsing:)).flatMap { first in
+            until.flatMap(CivilDate.init(parsing:)).map { first <= $0 }
+        } ?? false
+        if let from = window.since, let to = window.until, from > to, !skippedDays {
             return .failure(.init(message: "\(name("since")) (\(from.rfc3339)) is after \(name("until")) (\(to.rfc3339))"))
         }
         return .success(window)

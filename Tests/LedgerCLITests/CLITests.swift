@@ -411,6 +411,14 @@ struct CommandTests {
             let backwards = ledger(["log", "--since", "2026-11-30", "--until", "2026-11-29"], db: db)
             #expect(backwards.status == 64 && backwards.stderr.hasPrefix("Error: '--since' (2026-11-29T23:00:00.000000Z) is after '--until' (2026-11-29T22:59:59.999999Z)"), "\(backwards.stderr)")
         }
+        // A day the ledger's zone skipped is an empty window, not one "after" itself (an audit).
+        withTemporaryLedger { db in
+            #expect(ledger(["init", "--timezone", "Pacific/Apia"], db: db).status == 0)
+            #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 1), db: db).status == 0)
+            let skipped = ledger(["log", "--since", "2011-12-30", "--until", "2011-12-30", "--format", "ndjson"], db: db)
+            #expect(skipped.status == 0 && skipped.stdout.isEmpty, "\(skipped.stderr)")
+            #expect(ledger(["log", "--since", "2011-12-31", "--until", "2011-12-30"], db: db).status == 64)
+        }
     }
 
     /// A set-up script that runs `ledger init` twice must not move the zone: a bare `init`
