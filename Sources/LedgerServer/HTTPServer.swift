@@ -318,12 +318,14 @@ public final class HTTPServer: @unchecked Sendable {
             deliver(.shuttingDown, to: work.request, work.suspended)
         }
         // A body still arriving is awaited too (within the body timeout, which closes a stalled
-        // one): once in, its POST is answered 503 with nothing written. Stopping the daemon
-        // first closed such a connection with no answer at all (an audit).
+        // one here, the heartbeat thread having stopped): once in, its POST is answered 503
+        // with nothing written. Stopping the daemon first closed such a connection with no
+        // answer at all (an audit).
         let graceEnds = ContinuousClock.now + HTTPServer.stopGrace
         while workers.withLock({ $0.count }) > 0 || !headerWatch.withLock({ $0.receiving.isEmpty }),
               ContinuousClock.now < graceEnds {
             Thread.sleep(forTimeInterval: 0.005)
+            closeSlowRequests()
         }
         committer?.stop()
         // Every commit is done: what the audit log has queued is written (for up to 2 s).
