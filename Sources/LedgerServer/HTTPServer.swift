@@ -101,8 +101,9 @@ public final class HTTPServer: @unchecked Sendable {
     private struct HeaderWatch {
         var sockets: [UInt: Int32] = [:]
         var deadlines: [UInt: ContinuousClock.Instant] = [:]
-        /// Connections part way through a request's body: `stop` waits for them to end, as
-        /// libmicrohttpd 0.9.75 can answer a request only once its body is in.
+        /// Connections with a POST whose headers are in and that is not yet answered: `stop`
+        /// waits for them, as libmicrohttpd 0.9.75 can answer a request only once its body is
+        /// in, and sends a queued answer only after the handler returns.
         var receiving: Set<UInt> = []
     }
     private let headerWatch = Mutex(HeaderWatch())
@@ -407,7 +408,6 @@ public final class HTTPServer: @unchecked Sendable {
     private func bodyReceived(on connection: OpaquePointer, _ count: Int) {
         let key = key(of: connection)
         headerWatch.withLock { watch in
-            if count == 0 { watch.receiving.remove(key) } else { watch.receiving.insert(key) }
             guard let deadline = watch.deadlines[key] else { return }
             // Never more than `bodyTimeout` ahead: bytes sent fast do not buy a long silence
             // later (an audit kept a connection for minutes on 200 kB sent at once).
@@ -513,6 +513,10 @@ public final class HTTPServer: @unchecked Sendable {
                 return queue(failure.response, on: connection)
             }
             state.pointee = Unmanaged.passRetained(request).toOpaque()
+            // From here until it is answered (`completed`), `stop` waits for a POST: a stop
+            // between these headers and the body's first bytes closed it with no answer, and
+            // so did one between its 503 being queued and libmicrohttpd sending it.
+            if method == "POST" { headerWatch.withLock { _ = $0.receiving.insert(key(of: connection)) } }
             return .YES
         }
         let request = Unmanaged<Request>.fromOpaque(state.pointee!).takeUnretainedValue()
@@ -597,7 +601,10 @@ public final class HTTPServer: @unchecked Sendable {
     }
 
     func completed(_ connection: OpaquePointer?, _ state: UnsafeMutablePointer<UnsafeMutableRawPointer?>?) {
-        if let connection { headersArrived(on: connection, false) }
+        if let connection {
+            headersArrived(on: connection, false)
+            headerWatch.withLock { _ = $0.receiving.remove(key(of: connection)) }
+        }
         guard let state, let pointer = state.pointee else { return }
         let request = Unmanaged<Request>.fromOpaque(pointer).takeRetainedValue()
         if request.submitted { unsent.subtract(1, ordering: .releasing) }
