@@ -77,7 +77,13 @@ struct ServerTests {
             #expect(try f.post(step(minute: 0), token: coach).status == 200)  // seq 2
             #expect(try f.post(step(minute: 1) + "\n" + step(minute: 2)).status == 200)  // seqs 3-4
             #expect(try f.post(step(minute: 0), token: coach).status == 200)  // a duplicate: no line
-            let lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map { line in
+            // Lines are written by a thread of their own after the commit (a CI run under load
+            // read the file before the third was in): wait for it, then a little for any more.
+            func written() -> [Substring] { ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n") }
+            let deadline = Date().addingTimeInterval(10)
+            while written().count < 3, Date() < deadline { usleep(10_000) }
+            usleep(200_000)
+            let lines = try written().map { line in
                 try #require(try JSONValue.parse(Array(line.utf8)).objectValue)
             }
             let seen = lines.map { line in
