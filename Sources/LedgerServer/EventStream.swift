@@ -13,6 +13,13 @@ import Synchronization
 /// heartbeat timer — resumes it. `lock` makes "nothing to send, so suspend" and "wake up"
 /// exclusive, so a commit between the read and the suspend cannot be missed.
 ///
+/// A stream behind the head by more than a short page (catching up from `Last-Event-ID` or
+/// `?from=`) reads and formats its pages on the server's `streamReads` queue, its connection
+/// suspended meanwhile, and `fill` only copies them out: read on libmicrohttpd's one thread,
+/// fifty streams catching up at once held every other request's answer for hundreds of
+/// milliseconds (SPEC §8: a slow subscriber never slows the others). A stream at the head
+/// reads its few changes inline, saving the hop.
+///
 /// Each event carries one change (`event: change`, `data: <change>`, SPEC §9), so a client
 /// can parse each event's data as JSON. The last change of a seq that the stream's filter
 /// selects (nearly always its only one) has `id: <seq>`; when one seq changed several rows,
@@ -43,9 +50,17 @@ final class EventStream: @unchecked Sendable {
     private var pendingOffset = 0
     /// Set by `end(because:)`: once `pending` is sent, the stream ends.
     private var ended = false
+    /// The last read stopped at its page's limit: the next one goes to `streamReads`.
+    private var catchingUp = false
+    /// Changes or records read inline, on libmicrohttpd's thread; past them, a page is read
+    /// on `streamReads`, of `pageLimit`.
+    static let inlineLimit = 32
+    static let pageLimit = 512
 
     private struct WakeState {
         var suspended = false
+        /// Suspended while `streamReads` reads the next page (`wake` does not resume it then).
+        var reading = false
         var woken = false
         var heartbeatDue = false
         var closing = false
@@ -89,8 +104,9 @@ final class EventStream: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             if ended || lock.withLock({ $0.closing }) { return -1 }
-            let moved = rawEvents ? readEvents() : readChanges(check)
-            if !pending.isEmpty { break }
+            if catchingUp { return readOffThread() }
+            let moved = read(check, limit: EventStream.inlineLimit)
+            if !pending.isEmpty || catchingUp { continue }
             // Changes the filter or the client's grants left out still moved the cursor: read
             // on rather than suspend until the next commit or heartbeat.
             if moved { continue }
@@ -121,11 +137,47 @@ final class EventStream: @unchecked Sendable {
         return count
     }
 
+    /// Suspends the connection and reads the next page on `streamReads` (until it has
+    /// something to send or has reached the head), then resumes it; returns 0, for `fill`.
+    /// Not once the stream is closing: `stop` waits for the reads already queued, and none
+    /// may queue after (a connection still suspended when libmicrohttpd stops aborts it).
+    private func readOffThread() -> Int {
+        let queued = lock.withLock { state -> Bool in
+            if state.closing { return false }
+            server.mhd.suspendConnection(connection)
+            state.suspended = true
+            state.reading = true
+            return true
+        }
+        guard queued else { return -1 }
+        server.streamReads.async { [self] in
+            let check = server.access.readCheck(for: client)
+            while read(check, limit: EventStream.pageLimit), pending.isEmpty, catchingUp,
+                  !lock.withLock({ $0.closing }) {}
+            lock.withLock { state in
+                state.reading = false
+                state.suspended = false
+                server.mhd.resumeConnection(connection)
+            }
+        }
+        return 0
+    }
+
+    /// Reads up to `limit` changes or events after the cursor into `pending`, setting
+    /// `catchingUp` when the page was cut at its limit. Returns whether the cursor moved.
+    private func read(_ check: Access.ReadCheck, limit: Int) -> Bool {
+        rawEvents ? readEvents(limit: limit) : readChanges(check, limit: limit)
+    }
+
     /// Reads changes after the cursor into `pending`, grouped by seq, keeping only what this
     /// client may read now (a revoke takes effect from the next read). Returns whether the
     /// cursor moved.
-    private func readChanges(_ check: Access.ReadCheck) -> Bool {
-        guard let (changes, through) = try? server.log.changes(after: cursor, limit: 512, filter: filter) else { return false }
+    private func readChanges(_ check: Access.ReadCheck, limit: Int) -> Bool {
+        guard let (changes, through, cut) = try? server.log.changePage(after: cursor, limit: limit, filter: filter) else {
+            catchingUp = false
+            return false
+        }
+        catchingUp = cut
         var bySeq: [(UInt64, [StoredChange])] = []
         for change in changes {
             if bySeq.last?.0 == change.seq {
@@ -150,14 +202,16 @@ final class EventStream: @unchecked Sendable {
     /// the cursor moved. A record that cannot be read or filtered ends the stream (`ended`),
     /// after a comment naming it: skipped, the client would lose the event without knowing;
     /// retried, the page was read again for ever on libmicrohttpd's one thread (a review).
-    private func readEvents() -> Bool {
+    private func readEvents(limit: Int) -> Bool {
         let before = cursor
         let page: [EventRecord]
+        catchingUp = false
         do {
-            page = try server.log.records(after: cursor, limit: 512)
+            page = try server.log.records(after: cursor, limit: limit)
         } catch {
             return end(because: "the log cannot be read after seq \(cursor) (\(error))")
         }
+        catchingUp = page.count == limit
         for record in page {
             if filter.user != nil || filter.type != nil {
                 let passes: Bool
@@ -190,7 +244,7 @@ final class EventStream: @unchecked Sendable {
         lock.withLock { state in
             if heartbeat { state.heartbeatDue = true }
             if closing { state.closing = true }
-            if state.suspended {
+            if state.suspended, !state.reading {
                 state.suspended = false
                 server.mhd.resumeConnection(connection)
             } else {

@@ -11,7 +11,8 @@ import Synchronization
 ///
 /// Threads: libmicrohttpd's thread runs the request handlers and SSE body callbacks; reads of
 /// rows and of the log, and the parse of large bodies, run on up to `maxOffloaded` worker
-/// threads (`offload`) with the connection suspended; the writer thread (`GroupCommitter`) commits
+/// threads (`offload`) with the connection suspended; streams catching up read their pages on
+/// one more (`streamReads`); the writer thread (`GroupCommitter`) commits
 /// POSTed batches;
 /// the bus thread notices commits (also by other processes) and wakes streams; a heartbeat
 /// thread wakes every stream at least every `heartbeat` so dead clients are found and reaped,
@@ -30,6 +31,9 @@ public final class HTTPServer: @unchecked Sendable {
     private(set) var mhd: LibMicroHTTPD!
     private var committer: GroupCommitter!
     private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
+    /// Where streams catching up read and format their pages (`EventStream`), one at a time,
+    /// off libmicrohttpd's thread: at most one core for catch-up however many streams do it.
+    let streamReads = DispatchQueue(label: "ledger.stream-reads")
     private let running = Mutex(true)
     /// Work answered off libmicrohttpd's thread (`offload`): whether more is taken, the
     /// threads running it, and what waits for one (its connection suspended meanwhile).
@@ -313,6 +317,9 @@ public final class HTTPServer: @unchecked Sendable {
         }
         let all = streams.withLock { Array($0.values) }
         all.forEach { $0.wake(closing: true) }
+        // A stream reading a page on `streamReads` is suspended until the read ends; none
+        // queues another once closing, so this waits for the last.
+        streamReads.sync {}
         // Offloaded work that has not started is answered 503 now; what runs may finish (a
         // large POST parsed there is then queued, or refused) for `stopGrace`.
         for work in waiting {

@@ -98,6 +98,14 @@ extension EventLog {
     /// examined (`through`), so a subscriber whose filter matches nothing still moves on.
     public func changes(after: UInt64, limit: Int = 1024, filter: ChangeFilter = ChangeFilter())
         throws -> (changes: [StoredChange], through: UInt64) {
+        let page = try changePage(after: after, limit: limit, filter: filter)
+        return (page.changes, page.through)
+    }
+
+    /// `changes(after:limit:filter:)`, and whether reading stopped at `limit` (`cut`: more
+    /// may follow) rather than at the head.
+    public func changePage(after: UInt64, limit: Int, filter: ChangeFilter = ChangeFilter())
+        throws -> (changes: [StoredChange], through: UInt64, cut: Bool) {
         try environment.read { txn in
             var result: [StoredChange] = []
             var through = after
@@ -107,7 +115,7 @@ extension EventLog {
             // removed events that every folding command refused).
             let head = try head(in: txn).seq
             _ = try checkedProjectionVersion(in: txn, head: head)
-            guard after < UInt64.max else { return ([], after) }  // no seq comes after the last one
+            guard after < UInt64.max else { return ([], after, false) }  // no seq comes after the last one
             try txn.scan(changesDatabase, from: (after + 1).bigEndianBytes) { key, value in
                 guard key.count >= 8 else {
                     throw LedgerError.damaged(path: path, reason: "'changes' holds a key of \(key.count) bytes; 'ledger rebuild' writes them again")
@@ -129,7 +137,7 @@ extension EventLog {
             }
             // Seqs with no change at all (duplicates-only batches never get one) are passed too.
             if examined < limit { through = max(through, head) }
-            return (result, through)
+            return (result, through, examined >= limit)
         }
     }
 

@@ -1228,6 +1228,46 @@ struct ServerTests {
         }
     }
 
+    /// Streams behind the head read their pages on a queue of their own, their connections
+    /// suspended meanwhile: read on libmicrohttpd's one thread, fifty streams catching up held
+    /// every POST's answer for hundreds of milliseconds. A stop with such a read running must
+    /// not leave its connection suspended (libmicrohttpd aborts the process).
+    @Test("streams catching up on a long log get every event once and in order, POSTs answered meanwhile; SIGTERM during catch-up exits 0")
+    func catchUpOffThread() throws {
+        try withServer { f in
+            // 3,000 events (every tenth ann's) from another process: pages of 512, after 32 inline.
+            let backlog = (0..<3_000).map { step($0 % 10 == 0 ? "ann" : "bob", minute: $0 % 60, value: $0 + 1, source: "s\($0)") }
+            #expect(try f.appendFromAnotherProcess(backlog.joined(separator: "\n")).status == 0)
+            let all = try SSEStream(port: f.port, path: "/v1/subscribe/events?from=0", headers: f.auth)
+            let anns = try SSEStream(port: f.port, path: "/v1/subscribe/events?user=ann&from=0", headers: f.auth)
+            let rows = try SSEStream(port: f.port, path: "/v1/subscribe/per-source?user=ann&from=0", headers: f.auth)
+            // Streams that never read keep the queue busy with their catch-up meanwhile.
+            let request = Array("GET /v1/subscribe/events?from=0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(f.admin)\r\n\r\n".utf8)
+            let silent = try (0..<8).map { _ in try KeepAliveConnection(port: f.port) }
+            for connection in silent { try connection.send(request) }
+            for minute in 0..<5 {
+                #expect(try f.post(step(minute: minute, value: 9_000 + minute, source: "live")).status == 200)
+            }
+            func ids(_ stream: SSEStream, _ count: Int) throws -> [Int] {
+                var seen: [Int] = []
+                while seen.count < count, let event = try stream.nextChange(timeout: 30) { seen.append(Int(event.id ?? "") ?? -1) }
+                return seen
+            }
+            #expect(try ids(all, 3_005) == Array(1...3_005))
+            #expect(try ids(anns, 305) == Array(stride(from: 1, through: 2_991, by: 10)) + Array(3_001...3_005))
+            var rowIDs: [String] = []
+            while rowIDs.count < 305, let event = try rows.nextChange(timeout: 30) { rowIDs.append(event.id ?? "") }
+            // One append: ann's 300 rows (a source each) changed at her last seq of it, 2991.
+            #expect(rowIDs == (0..<299).map { "2991.\($0)" } + ["2991"] + (3_001...3_005).map { "\($0)" }, "\(rowIDs.prefix(20)) … \(rowIDs.suffix(10)) (\(rowIDs.count))")
+            // SIGTERM while eight streams are still catching up (and new ones start to).
+            let more = try (0..<8).map { _ in try KeepAliveConnection(port: f.port) }
+            for connection in more { try connection.send(request) }
+            usleep(20_000)
+            let status = f.server.stop()
+            #expect(f.server.process.terminationReason == .exit && status == 0, "stopped with \(status)")
+        }
+    }
+
     @Test("401, 403, revoke stops delivery and ends a stream left with nothing to read, 400 writes nothing, 409 for conflicts and If-Match")
     func accessAndErrors() throws {
         try withServer { f in
