@@ -11,6 +11,7 @@ SPEC §8: a slow subscriber never slows appends. Each binary gets a fresh ledger
 generated events (`ledger-gen` beside the binary) in a temporary directory, and a free
 loopback port."""
 import argparse, http.client, json, os, socket, statistics, subprocess, sys, tempfile, time
+from ledger_server import serve
 
 parser = argparse.ArgumentParser()
 parser.add_argument('--streams', type=int, default=50)
@@ -33,16 +34,8 @@ def run(binary, streams, data):
     db = os.path.join(work, 'ledger.db')
     server = None
     try:
-        subprocess.run([binary, 'init', '--db', db], check=True, capture_output=True)
-        subprocess.run([binary, 'append', '--db', db, '-'], input=data, check=True, capture_output=True)
-        token = subprocess.run([binary, 'client', 'add', 'bench', '--admin', '--db', db], check=True,
-                               capture_output=True, text=True).stdout.strip()
-        with socket.socket() as probe:
-            probe.bind(('127.0.0.1', 0))
-            port = probe.getsockname()[1]
-        server = subprocess.Popen([binary, 'serve', '--db', db, '--listen', f'127.0.0.1:{port}'],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        server.stdout.readline()  # "listening on …"
+        server, port, token = serve(binary, db, before_serving=lambda db: subprocess.run(
+            [binary, 'append', '--db', db, '-'], input=data, check=True, capture_output=True))
         sockets = []
         for _ in range(streams):
             stream = socket.create_connection(('127.0.0.1', port))

@@ -7,21 +7,14 @@ server's CPU time, the wall time and the bytes the server wrote to disk per POST
 
 What it shows is how an append's cost grows as its day fills (README, Performance). It makes a
 fresh ledger in a temporary directory and listens on a free loopback port."""
-import http.client, json, os, socket, subprocess, sys, tempfile, time
+import http.client, json, os, subprocess, sys, tempfile, time
+from ledger_server import serve
 
 count = int(sys.argv[1]) if len(sys.argv) > 1 else 1440
 binary = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file__), '..', '.build', 'release', 'ledger')
 work = tempfile.mkdtemp(prefix='long-day-')
 db = os.path.join(work, 'ledger.db')
-subprocess.run([binary, 'init', '--db', db], check=True, capture_output=True)
-token = subprocess.run([binary, 'client', 'add', 'day', '--admin', '--db', db], check=True,
-                       capture_output=True, text=True).stdout.strip()
-with socket.socket() as probe:
-    probe.bind(('127.0.0.1', 0))
-    port = probe.getsockname()[1]
-server = subprocess.Popen([binary, 'serve', '--db', db, '--listen', f'127.0.0.1:{port}'],
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-server.stdout.readline()  # "listening on …"
+server, port, token = serve(binary, db, client='day')
 
 def cpu():
     fields = open(f'/proc/{server.pid}/stat').read().rsplit(')', 1)[1].split()

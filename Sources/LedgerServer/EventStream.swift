@@ -205,7 +205,6 @@ final class EventStream: @unchecked Sendable {
     private func readEvents(limit: Int) -> Bool {
         let before = cursor
         let page: [EventRecord]
-        catchingUp = false
         do {
             page = try server.log.records(after: cursor, limit: limit)
         } catch {
