@@ -64,7 +64,7 @@ struct RowSet {
         case .csv:
             var text = columns.map(csvField).joined(separator: ",") + "\n"
             for row in rows {
-                text += row.map { csvField(plain($0)) }.joined(separator: ",") + "\n"
+                text += row.map { csvField(csvText($0)) }.joined(separator: ",") + "\n"
             }
             sink.write(text)
         case .table:
@@ -101,6 +101,24 @@ struct RowSet {
         case let other?: other.canonicalString
         }
     }
+
+    /// A value as a CSV cell's text. A string a spreadsheet would run as a formula (one that
+    /// begins with `=`, `+`, `-`, `@`, a tab or a carriage return: OWASP's list) is written
+    /// after a `'`, which spreadsheets show as text: a source named `=HYPERLINK(…)` or
+    /// `@SUM(…)` reaches the ledger from any app that writes samples, and a user who opens the
+    /// export would otherwise run it. Signed numbers and offsets (`-3`, `+05:30`), which call
+    /// nothing, are left as they are; numbers are never strings here, so `-12.5` is unchanged.
+    func csvText(_ value: JSONValue?) -> String {
+        guard case .string(let text)? = value, let first = text.utf8.first,
+              RowSet.formulaStarts.contains(first) else { return plain(value) }
+        let rest = text.utf8.dropFirst()
+        let plainNumber = (first == UInt8(ascii: "-") || first == UInt8(ascii: "+"))
+            && rest.first.map { $0 >= 0x30 && $0 <= 0x39 } == true
+            && rest.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") }
+        return plainNumber ? text : "'" + text
+    }
+
+    static let formulaStarts: Set<UInt8> = Set("=+-@\t\r".utf8)
 
     func csvField(_ text: String) -> String {
         guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }

@@ -104,6 +104,36 @@ struct ProjectCommandTests {
         }
     }
 
+    @Test("csv writes a source or user a spreadsheet would run as a formula after a quote; numbers and offsets as they are")
+    func csvFormulas() throws {
+        withTemporaryLedger { db in
+            let samples = """
+            {"kind":"sample","type":"steps","value":10,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"=HYPERLINK(\\"http://x\\",\\"go\\")"}
+            {"kind":"sample","type":"steps","value":20,"start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:10:00Z","source":"@SUM(A1)"}
+            {"kind":"sample","type":"steps","value":30,"start":"2026-11-29T10:00:00Z","end":"2026-11-29T10:10:00Z","source":"+cmd|' /C calc'!A0"}
+            {"kind":"sample","type":"steps","value":40,"start":"2026-11-29T11:00:00Z","end":"2026-11-29T11:10:00Z","source":"-05:30"}
+            {"kind":"sample","type":"steps","value":50,"start":"2026-11-29T12:00:00Z","end":"2026-11-29T12:10:00Z","source":"Watch","user":"-2+3"}
+
+            """
+            let appended = ledger(["append"], stdin: samples, db: db)
+            #expect(appended.status == 0, "\(appended.stderr)")
+            let csv = ledger(["project", "per-source", "--format", "csv"], db: db).stdout
+            #expect(csv == """
+            user,type,date,source,value,unit,samples
+            '-2+3,steps,2026-11-29,Watch,50,count,1
+            default,steps,2026-11-29,'+cmd|' /C calc'!A0,30,count,1
+            default,steps,2026-11-29,-05:30,40,count,1
+            default,steps,2026-11-29,"'=HYPERLINK(""http://x"",""go"")",10,count,1
+            default,steps,2026-11-29,'@SUM(A1),20,count,1
+
+            """)
+            // The stored names are as given: only the csv cell is quoted.
+            let ndjson = ledger(["project", "per-source", "--user", "default"], db: db).stdout
+            #expect(ndjson.contains(#""source":"@SUM(A1)""#))
+            #expect(ndjson.contains(#""source":"=HYPERLINK(\"http://x\",\"go\")""#))
+        }
+    }
+
     @Test("table, json, chart and grants formats")
     func formats() throws {
         try withTemporaryLedger { db in
