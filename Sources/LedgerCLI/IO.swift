@@ -172,6 +172,7 @@ func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLi
     result.reserveCapacity(expectedSize)
     var chunk = [UInt8](repeating: 0, count: 1 << 20)
     var lines = limitingLines ? LineLimit() : nil
+    var checked = 0
     while true {
         let count = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
         if count < 0 {
@@ -179,14 +180,19 @@ func readDescriptor(_ fd: Int32, name: String, expectedSize: Int = 0, limitingLi
             throw CLIError.runtime("cannot read \(name): \(String(cString: strerror(errno)))")
         }
         if count == 0 { return result }
-        if let stop = try lines?.check(chunk[0..<count]) {
-            result.append(contentsOf: chunk[0..<stop.end])
+        result.append(contentsOf: chunk[0..<count])
+        // The first bytes wait until a byte order mark split across reads is whole, so that
+        // `LineLimit` sees it as one.
+        if checked == 0, result.count < LineLimit.byteOrderMark.count,
+           LineLimit.byteOrderMark.starts(with: result) { continue }
+        if let stop = try lines?.check(result[checked...]) {
+            result.removeSubrange(stop.end...)
             // A blank line after the line that decides the error, so that the parser does not
             // call it a truncated last line: more followed it.
             if stop.morePending { result.append(0x0A) }
             return result
         }
-        result.append(contentsOf: chunk[0..<count])
+        checked = result.count
     }
 }
 
@@ -233,11 +239,24 @@ struct LineLimit {
     private var sawLoneless = false
     /// Bytes of blank lines after the first non-blank line, before a second.
     private var blankAfterFirst = 0
+    /// Bytes of the blank lines in a row that end at the current line (and of the current line
+    /// while it is blank): more than 1 MiB of them is refused, as it is in an array (an
+    /// audit: `yes ''`, or one event and then endless blank lines, grew until memory ran out).
+    private var blankRun = 0
     private var array = ArrayScan()
 
     /// Checks the next bytes read. Returns where reading may stop (the input up to that index
     /// decides the error), or nil to read on.
     mutating func check(_ bytes: ArraySlice<UInt8>) throws(InputError) -> (end: Int, morePending: Bool)? {
+        // A byte order mark at the very start is white space to the parser (it reads it as
+        // three spaces), so it is here too: read as bytes, it made the first line one that
+        // cannot be an event, and reading stopped after 1 MiB of NDJSON that parsed, so that
+        // the rest of the file was never appended and nothing said so (an audit).
+        if total == 0, bytes.starts(with: LineLimit.byteOrderMark) {
+            let mark = bytes.startIndex + LineLimit.byteOrderMark.count
+            _ = try check([UInt8](repeating: 0x20, count: LineLimit.byteOrderMark.count)[...])
+            return try check(bytes[mark...])
+        }
         var rest = bytes
         if form == nil {
             // Blank lines count too: endless spaces are refused as any long line is.
@@ -263,7 +282,7 @@ struct LineLimit {
         }
     }
 
-    private static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
+    static let byteOrderMark: [UInt8] = [0xEF, 0xBB, 0xBF]
 
     /// Counts `bytes` into the current line, and a new line after each newline. Returns where
     /// reading may stop, after a line that settles the input's error (`{`-input).
@@ -276,6 +295,7 @@ struct LineLimit {
             note(bytes[index..<newline])
             total += newline + 1 - index
             if endLine(length: length) { return (newline + 1, true) }
+            try refuseBlankRun(partial: 0)
             line += 1
             length = 0
             index = newline + 1
@@ -284,7 +304,13 @@ struct LineLimit {
         total += bytes.endIndex - index
         try refuseLong()
         note(bytes[index...])
+        if lineFirst == nil { try refuseBlankRun(partial: length) }
         return nil
+    }
+
+    private func refuseBlankRun(partial: Int) throws(InputError) {
+        guard blankRun + partial > EventInput.maxLineBytes else { return }
+        throw InputError(location: .line(line), message: "more than 1 MiB of blank lines in a row, which no file of events holds")
     }
 
     /// Keeps the first and last bytes of the current line other than white space.
@@ -299,8 +325,10 @@ struct LineLimit {
         defer { lineFirst = nil; lineLast = nil }
         guard let first = lineFirst else {
             if nonBlank == 1 { blankAfterFirst += length + 1 }
+            blankRun += length + 1
             return decided
         }
+        blankRun = 0
         nonBlank += 1
         if first != UInt8(ascii: "{") || lineLast != UInt8(ascii: "}") { sawLoneless = true }
         return decided

@@ -123,6 +123,16 @@ struct BadInputTests {
             #expect(expecting.status == 1)
             #expect(expecting.stderr == "Error: the log's head is 0, not the expected 3; nothing was written; there was no ledger at \(db), and none was made\n", "\(expecting.stderr)")
             #expect(!FileManager.default.fileExists(atPath: db))
+            // Nor the folders made above it (an audit: `new/deep/` stayed behind).
+            #expect(ledger(["append"], stdin: unknownTarget, db: db + "/new/deep/x.db").status == 65)
+            #expect(!FileManager.default.fileExists(atPath: db))
+            // A folder made meanwhile by someone else, or holding anything, stays.
+            try? FileManager.default.createDirectory(atPath: db + "/new", withIntermediateDirectories: true)
+            try? Data().write(to: URL(fileURLWithPath: db + "/new/keep"))
+            #expect(ledger(["append"], stdin: unknownTarget, db: db + "/new/deep/x.db").status == 65)
+            #expect(FileManager.default.fileExists(atPath: db + "/new/keep"))
+            #expect(!FileManager.default.fileExists(atPath: db + "/new/deep"))
+            try? FileManager.default.removeItem(atPath: db)
         }
     }
 
@@ -561,14 +571,14 @@ struct CommandTests {
                 #expect(run.status == 1)
                 #expect(run.stderr.hasPrefix("Error: no ledger at '\(db)'"))
             }
-            // An emptied data.mdb (a failed copy) is no ledger to a command that only reads: it
+            // An emptied data.mdb (a failed copy) is no ledger to any command (append made a new one in it): it
             // was made a new one, which `verify` called sound (an audit). Nor is an LMDB
             // environment with no database in it (its 17 were created). Neither is written.
             #expect(ledger(["append"], stdin: Fixtures.stepsFile(count: 2), db: db).status == 0)
             let dataFile = db + "/data.mdb"
             #expect(truncate(dataFile, 0) == 0)
-            for command in [["verify"], ["log"], ["stats"], ["project", "daily"], ["replay", "--to-seq", "1"]] {
-                let run = ledger(command, db: db)
+            for command in [["verify"], ["log"], ["stats"], ["project", "daily"], ["replay", "--to-seq", "1"], ["append"], ["init"]] {
+                let run = ledger(command, stdin: Fixtures.stepsFile(count: 2), db: db)
                 #expect(run.status == 1 && run.stderr.hasPrefix("Error: the ledger at '\(db)' is damaged: its data.mdb is empty (0 bytes)"), "\(command): \(run.stderr)")
             }
             #expect((try FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int) == 0)
@@ -825,6 +835,11 @@ struct HelpTests {
         (#"(printf '[{"a":"'; yes x)"#, "Error: line 1: malformed JSON in 'a': unexpected newline near '\"x' (column 8)"),
         (#"(printf '[{"a":"'; yes x | tr -d '\n')"#, "Error: index 0: the event is longer than 1 MiB (more than 8 MiB of it read, white space aside)"),
         (#"(echo '\#(goodSample)'; yes '{"kind":"sample"')"#, "Error: line 2: malformed JSON: '}' expected near end of file"),
+        // Blank lines: more than 1 MiB of them in a row is refused, as white space is in an
+        // array (an audit: `yes ''` grew to 679 MB in 8 s, and 4.2 GB after a byte order mark).
+        (#"yes ''"#, "Error: line 1048577: more than 1 MiB of blank lines in a row, which no file of events holds"),
+        (#"(echo '\#(goodSample)'; yes '   ')"#, "Error: line 262146: more than 1 MiB of blank lines in a row, which no file of events holds"),
+        (#"(printf '\357\273\277'; yes '')"#, "Error: line 1048574: more than 1 MiB of blank lines in a row, which no file of events holds"),
         // Not endless, but an array's tree took a hundred times its text: 10 MB of `{}` needed
         // more than a gigabyte before its first element was refused (an audit, at 60 MB: 7 GB).
         (#"python3 -c 'import sys; sys.stdout.write("[" + ",".join(["{}"] * 3_500_000) + "]")'"#, "Error: index 0: 'kind' is required"),
@@ -838,6 +853,28 @@ struct HelpTests {
             #expect(run.stderr.hasPrefix(expected), "\(run.stderr)")
             #expect(run.stderr.split(separator: "\n").count == 1)
             #expect(!FileManager.default.fileExists(atPath: db))
+        }
+    }
+
+    /// An audit: a byte order mark made the first line look like no event to the reader, which
+    /// then stopped reading after 1 MiB of NDJSON that parsed: the rest was never appended,
+    /// and the command exited 0. The mark split across two reads of a pipe is read as one.
+    @Test("NDJSON over 1 MiB after a byte order mark is appended whole, from a file and from a pipe read in pieces")
+    func byteOrderMarkBeforeLongInput() throws {
+        try withTemporaryLedger { db in
+            let lines = (0..<12_000).map { goodSample.replacingOccurrences(of: "\"value\":100", with: "\"value\":\($0)") }
+            let text = "\u{FEFF}" + lines.joined(separator: "\n") + "\n"
+            #expect(text.utf8.count > 1 << 20)
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
+            let path = folder.appendingPathComponent("bom.ndjson").path
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+            let file = ledger(["append", path], db: db)
+            #expect(file.status == 0, "\(file.stderr)")
+            #expect(file.stdout == "appended 12000, duplicates 0, superseded 0, head 12000\n")
+            let binary = try ledgerBinary()
+            let piped = try runProcess("/bin/sh", ["-c", #"(printf '\357'; sleep 0.3; tail -c +2 "$2") | "$0" append --db "$1""#, binary, db, path])
+            #expect(piped.status == 0, "\(piped.stderr)")
+            #expect(piped.stdout == "appended 0, duplicates 12000, superseded 0, head 12000\n")
         }
     }
 
