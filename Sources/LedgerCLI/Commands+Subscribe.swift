@@ -65,16 +65,39 @@ nonisolated(unsafe) private let cutLedgerMessage = strdup(
         + "Restore it from a backup ('ledger backup' makes one)\n")!
 private let cutLedgerMessageLength = strlen(cutLedgerMessage)
 
+/// The one line a SIGSEGV inside a transaction writes (see `reportDamagedMapOnFaults`).
+nonisolated(unsafe) private let damagedMapMessage = strdup(
+    "Error: reading the ledger's map failed (SIGSEGV, inside a transaction): its data.mdb is damaged (a page LMDB followed holds bytes it never wrote there). "
+        + "Restore it from a backup ('ledger backup' makes one)\n")!
+private let damagedMapMessageLength = strlen(damagedMapMessage)
+
 extension LedgerCommandLine {
     /// LMDB reads the ledger through a memory map, and a page past the end of a cut-off
     /// `data.mdb` raises SIGBUS. Opening checks the root pages (`LedgerError.damaged`); a file
     /// cut after them but before other pages in use is only found when a read reaches one.
     /// That read then ends the process with one line and exit 1 instead of a crash.
-    public static func reportCutLedgerOnSIGBUS() {
+    public static func reportDamagedMapOnFaults() {
         _ = cutLedgerMessageLength  // initializes both globals now, not lazily inside the handler
         installHandler(SIGBUS, restarting: true) { _ in
             _ = write(2, cutLedgerMessage, cutLedgerMessageLength)
             _exit(1)
+        }
+        // LMDB trusts its pages: one overwritten with other bytes can send it through a null
+        // or wild pointer. A SIGSEGV on a thread with a transaction open ends the process the
+        // same way, nothing of an uncommitted write kept; any other is left to crash as one,
+        // with the default action (a bug, not the ledger's file).
+        _ = damagedMapMessageLength
+        Environment.prepareFaultCheck()
+        installHandler(SIGSEGV, restarting: true) { signal in
+            if Environment.threadHasTransaction {
+                _ = write(2, damagedMapMessage, damagedMapMessageLength)
+                _exit(1)
+            }
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = SIG_DFL
+            sigemptyset(&action.sa_mask)
+            sigaction(signal, &action, nil)
+            // Returning re-executes the faulting instruction, which now crashes as before.
         }
     }
 }

@@ -164,6 +164,15 @@ struct CommandContext {
         let existed = FileManager.default.fileExists(atPath: path + "/data.mdb")
         var folder = stat()
         let folderExisted = stat(path, &folder) == 0 && (folder.st_mode & S_IFMT) == S_IFDIR
+        // The folders above it that opening will make (`--db new/deep/x.db`), deepest first:
+        // removed again with the ledger, when empty (an audit: a refused first append left
+        // `new/deep/` behind).
+        var madeAbove: [String] = []
+        var above = (path as NSString).deletingLastPathComponent
+        while !above.isEmpty, above != "/", !folderExisted, access(above, F_OK) != 0, errno == ENOENT {
+            madeAbove.append(above)
+            above = (above as NSString).deletingLastPathComponent
+        }
         var opened: EventLog?
         do {
             let log = try openLog(arguments, create: true)
@@ -173,6 +182,7 @@ struct CommandContext {
             if !existed {
                 let removed = if let opened { opened.removeIfUntouched() } else { EventLog.removeUnopened(path: path) }
                 if removed, folderExisted { mkdir(path, folder.st_mode & 0o7777) }
+                if removed { for made in madeAbove where rmdir(made) != 0 { break } }
                 // "The log's head is 0, not the expected 3" hid that there was no ledger at
                 // all (a mistyped --db, say: a new-user audit).
                 if case LedgerError.headMismatch? = error as? LedgerError, removed {

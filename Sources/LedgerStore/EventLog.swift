@@ -77,6 +77,28 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// Refuses a `lock.mdb` or `data.mdb` that is not a regular file. LMDB opens both by name,
+    /// following a symbolic link, and writes its lock table into `lock.mdb` even for a reader:
+    /// a link there made `ledger stats`, run as root, overwrite the file it pointed to (an
+    /// audit: /etc/passwd). Missing files are fine (a new ledger makes them).
+    static func refuseIrregularFiles(in path: String) throws {
+        for file in ["lock.mdb", "data.mdb"] {
+            let full = (path as NSString).appendingPathComponent(file)
+            var info = stat()
+            guard lstat(full, &info) == 0 else { continue }
+            let what: String
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: continue
+            case S_IFLNK:
+                let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: full)).map { " to '\($0)'" } ?? ""
+                what = "a symbolic link\(target)"
+            case S_IFDIR: what = "a directory"
+            default: what = kindOfFile(full)
+            }
+            throw LedgerError.notRegularFile(path: path, file: file, what: what)
+        }
+    }
+
     /// Opens the ledger at `path`. With `create`, a missing ledger is created, with `zone` as
     /// its default zone (UTC when nil) written in the transaction that creates it: a process
     /// killed after creating it cannot leave a ledger in another zone than the one asked for.
@@ -85,6 +107,14 @@ public final class EventLog: Sendable {
                 clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) throws {
         let manager = FileManager.default
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
+        try EventLog.refuseIrregularFiles(in: path)
+        // A directory this user may not search hides whether data.mdb is there: that is
+        // permission denied, not "no ledger" (an audit: `stats` of a ledger in a directory of
+        // mode 000 suggested 'ledger init').
+        var dataInfo = stat()
+        if stat(dataFile, &dataInfo) != 0, errno == EACCES {
+            throw LedgerError.permissionDenied(path: path, reason: "'\(dataFile)' cannot be reached (\(String(cString: strerror(EACCES)))): ask for search access to the directory and the ones above it")
+        }
         if !manager.fileExists(atPath: dataFile) {
             var isDirectory: ObjCBool = false
             let isFile = manager.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
@@ -102,9 +132,11 @@ public final class EventLog: Sendable {
         }
         // An empty data.mdb (a failed copy, a truncation) is no ledger: LMDB would write a new
         // environment into it, and a command that only reads found an empty, sound ledger
-        // there (an audit: `verify` said "0 events, hash chain intact"). Only a command that
-        // may create one takes it as none.
-        if !create, let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0 {
+        // there (an audit: `verify` said "0 events, hash chain intact"). A command that may
+        // create a ledger refuses it too: `append` made a new ledger in it, in UTC where the
+        // one lost was in the zone `init` gave it, and said nothing (an audit). LMDB writes its
+        // meta pages as it creates the file, so no ledger of ours is ever 0 bytes.
+        if let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0 {
             throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.

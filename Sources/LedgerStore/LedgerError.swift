@@ -34,6 +34,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case notADirectory(path: String, what: String)
     /// The path holds an LMDB environment that is not a ledger.
     case notALedger(path: String, reason: String)
+    /// One of the ledger's two files is not a regular file (a symbolic link, a FIFO, …).
+    case notRegularFile(path: String, file: String, what: String)
     /// The ledger's file is damaged in a way no command can read past.
     case damaged(path: String, reason: String)
     /// `backup` could not write its copy at `path`; nothing of it was left there.
@@ -71,6 +73,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "'\(path)' is \(what), not a ledger directory; point --db at a ledger directory"
         case .notALedger(let path, let reason):
             "'\(path)' holds an LMDB environment that is not a ledger (\(reason)); nothing was read or written. Point --db at a ledger directory"
+        case .notRegularFile(let path, let file, let what):
+            "the ledger at '\(path)' has a \(file) that is \(what), not a regular file: LMDB would write through it, so the ledger was not opened and nothing was written. Replace it with a regular file (a copy of the ledger made by 'ledger backup' or mdb_copy has both)"
         case .damaged(let path, let reason):
             "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup ('ledger backup' makes one)"
         case .backupFailed(let path, let reason):

@@ -11,8 +11,8 @@ for descriptor in Int32(0)...2 where fcntl(descriptor, F_GETFD) == -1 {
 }
 // Writing to a closed pipe (`ledger log | head`) must end quietly, not kill the process.
 signal(SIGPIPE, SIG_IGN)
-// A read of a data.mdb cut short ends with one line and exit 1, not a crash.
-LedgerCommandLine.reportCutLedgerOnSIGBUS()
+// A read of a data.mdb cut short or damaged ends with one line and exit 1, not a crash.
+LedgerCommandLine.reportDamagedMapOnFaults()
 
 // Arguments are read as UTF-8. One that is not (a file name in another encoding) reached the
 // command with U+FFFD in place of its bytes, and named a file that does not exist.
