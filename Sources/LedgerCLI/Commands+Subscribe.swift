@@ -65,6 +65,9 @@ nonisolated(unsafe) private let cutLedgerMessage = strdup(
         + "Restore it from a backup ('ledger backup' makes one)\n")!
 private let cutLedgerMessageLength = strlen(cutLedgerMessage)
 
+/// What SIGSEGV did before `reportDamagedMapOnFaults`: put back for a fault outside a transaction.
+nonisolated(unsafe) private var segvBefore = sigaction()
+
 /// The one line a SIGSEGV inside a transaction writes (see `reportDamagedMapOnFaults`).
 nonisolated(unsafe) private let damagedMapMessage = strdup(
     "Error: reading the ledger's map failed (SIGSEGV, inside a transaction): its data.mdb is damaged (a page LMDB followed holds bytes it never wrote there). "
@@ -84,20 +87,21 @@ extension LedgerCommandLine {
         }
         // LMDB trusts its pages: one overwritten with other bytes can send it through a null
         // or wild pointer. A SIGSEGV on a thread with a transaction open ends the process the
-        // same way, nothing of an uncommitted write kept; any other is left to crash as one,
-        // with the default action (a bug, not the ledger's file).
+        // same way, nothing of an uncommitted write kept; any other is left to crash as one
+        // (a bug, not the ledger's file).
         _ = damagedMapMessageLength
         Environment.prepareFaultCheck()
+        sigaction(SIGSEGV, nil, &segvBefore)
         installHandler(SIGSEGV, restarting: true) { signal in
             if Environment.threadHasTransaction {
                 _ = write(2, damagedMapMessage, damagedMapMessageLength)
                 _exit(1)
             }
-            var action = sigaction()
-            action.__sigaction_handler.sa_handler = SIG_DFL
-            sigemptyset(&action.sa_mask)
-            sigaction(signal, &action, nil)
-            // Returning re-executes the faulting instruction, which now crashes as before.
+            // The action there was before (the Swift runtime's backtracer, or the default)
+            // takes the signal raised again, pending until this handler returns: a crash as
+            // before, whether the fault was real or the signal sent by `kill`.
+            sigaction(signal, &segvBefore, nil)
+            raise(signal)
         }
     }
 }

@@ -602,6 +602,11 @@ public final class HTTPServer: @unchecked Sendable {
             var refusal = Response.error(405, "\(method) is not allowed on \(path)")
             refusal.headers = [("Allow", route == "v1/events" ? "GET, HEAD, POST" : route == "v1/subscribe/*" ? "GET" : "GET, HEAD")]
             return queue(refusal, on: connection)
+        case ("OPTIONS", "*"):
+            // RFC 9110 §9.3.7: a question about the server as a whole (it was a 404).
+            var answer = Response.json(200, .object(["methods": .array(["GET", "HEAD", "POST"].map(JSONValue.string))]))
+            answer.headers = [("Allow", "GET, HEAD, POST")]
+            return queue(answer, on: connection)
         default:
             return queue(.error(404, "no such endpoint: \(path)"), on: connection)
         }
@@ -1138,8 +1143,13 @@ public final class HTTPServer: @unchecked Sendable {
     private func streamStart(_ connection: OpaquePointer, withinSeq: Bool) -> Result<ChangePosition, Refusal> {
         // Whitespace around a header's value is not part of it (RFC 9110 §5.5): `value`
         // trims every header's, where libmicrohttpd drops only the leading.
-        let resume = value(connection, kind: .HEADER_KIND, "Last-Event-ID")
-            ?? value(connection, kind: .GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
+        // An empty `Last-Event-ID` (or `lastEventId`) is none (the SSE standard's "no last
+        // event id"; proxies and polyfills send it so): it was refused with a 400 (an audit).
+        func given(_ kind: MHD_ValueKind, _ name: String) -> String? {
+            value(connection, kind: kind, name).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let resume = given(.HEADER_KIND, "Last-Event-ID")
+            ?? given(.GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
         let head = (try? log.head().seq) ?? 0
         guard let resume, resume != "now" else { return .success(ChangePosition(after: head, sentOfNext: 0)) }
         guard let position = ChangePosition(resume), withinSeq || position.sentOfNext == 0 else {

@@ -1085,10 +1085,19 @@ struct ServerTests {
             #expect(try f.post(step(minute: 3)).status == 200)
             #expect(try after.nextChange()?.id == "2")
             // Digits only: Swift's integer parsing also reads a sign (an audit: `+1` resumed).
-            for bad in ["1.x", "0.0", "1.2.3", "-1", "+1", "1.+0", "1.-0", "1_0", " "] {
+            for bad in ["1.x", "0.0", "1.2.3", "-1", "+1", "1.+0", "1.-0", "1_0"] {
                 let refused = try SSEStream(port: f.port, path: "/v1/subscribe/daily", headers: f.auth.merging(["Last-Event-ID": bad]) { $1 })
                 #expect(refused.status == 400, "\(bad)")
             }
+            // An empty one is none (SSE's "no last event id"), so `from` decides (an audit: a 400).
+            for empty in ["", " "] {
+                let fresh = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=0",
+                                          headers: f.auth.merging(["Last-Event-ID": empty]) { $1 })
+                #expect(fresh.status == 200, "'\(empty)'")
+                #expect(try fresh.nextChange()?.id == "1.0", "'\(empty)'")
+            }
+            let polyfillEmpty = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=1&lastEventId=", headers: f.auth)
+            #expect(try polyfillEmpty.nextChange()?.id == "2")
         }
     }
 
@@ -1428,6 +1437,9 @@ struct ServerTests {
             #expect(try http("GET", port: server.port, path: "/v1/nothing").status == 404)
             let delete = try http("DELETE", port: server.port, path: "/v1/events")
             #expect(delete.status == 405 && delete.headers["allow"] == "GET, HEAD, POST", "\(delete.headers)")
+            // `OPTIONS *` asks about the server as a whole (RFC 9110 §9.3.7): it was a 404.
+            let options = try http("OPTIONS", port: server.port, path: "*")
+            #expect(options.status == 200 && options.headers["allow"] == "GET, HEAD, POST", "\(options.status) \(options.headers)")
             #expect(try http("PUT", port: server.port, path: "/v1/health").headers["allow"] == "GET, HEAD")
             // HTTP/1.1 needs a Host (RFC 9112 §3.2); HTTP/1.0 clients send none.
             let hostless = try http(raw: Array("GET /v1/health HTTP/1.1\r\nConnection: close\r\n\r\n".utf8), port: server.port)
