@@ -92,17 +92,26 @@ extension LedgerCommandLine {
         _ = damagedMapMessageLength
         Environment.prepareFaultCheck()
         sigaction(SIGSEGV, nil, &segvBefore)
-        installHandler(SIGSEGV, restarting: true) { signal in
-            if Environment.threadHasTransaction {
+        var action = sigaction()
+        action.__sigaction_handler.sa_sigaction = { signal, info, _ in
+            // A fault the kernel raised (`si_code` > 0; `kill` and `raise` give 0 or less)
+            // on a thread inside a transaction: the map's pages.
+            let faulted = (info?.pointee.si_code ?? 0) > 0
+            if faulted, Environment.threadHasTransaction {
                 _ = write(2, damagedMapMessage, damagedMapMessageLength)
                 _exit(1)
             }
-            // The action there was before (the Swift runtime's backtracer, or the default)
-            // takes the signal raised again, pending until this handler returns: a crash as
-            // before, whether the fault was real or the signal sent by `kill`.
+            // Otherwise the action there was before (the Swift runtime's backtracer, or the
+            // default) takes it: a fault by returning, which runs the faulting instruction
+            // again with its own address; a signal sent, by sending it again.
             sigaction(signal, &segvBefore, nil)
-            raise(signal)
+            if !faulted { raise(signal) }
         }
+        sigemptyset(&action.sa_mask)
+        // On the thread's alternate stack when it has one (the runtime's backtracer gives
+        // threads one), so that a stack overflow still reaches the backtracer.
+        action.sa_flags = Int32(SA_SIGINFO | SA_RESTART | SA_ONSTACK)
+        sigaction(SIGSEGV, &action, nil)
     }
 }
 

@@ -243,6 +243,8 @@ struct LineLimit {
     /// while it is blank): more than 1 MiB of them is refused, as it is in an array (an
     /// audit: `yes ''`, or one event and then endless blank lines, grew until memory ran out).
     private var blankRun = 0
+    /// Whether any bytes were checked (`total` counts only `{`-input's).
+    private var started = false
     private var array = ArrayScan()
 
     /// Checks the next bytes read. Returns where reading may stop (the input up to that index
@@ -252,7 +254,8 @@ struct LineLimit {
         // three spaces), so it is here too: read as bytes, it made the first line one that
         // cannot be an event, and reading stopped after 1 MiB of NDJSON that parsed, so that
         // the rest of the file was never appended and nothing said so (an audit).
-        if total == 0, bytes.starts(with: LineLimit.byteOrderMark) {
+        defer { started = true }
+        if !started, bytes.starts(with: LineLimit.byteOrderMark) {
             let mark = bytes.startIndex + LineLimit.byteOrderMark.count
             _ = try check([UInt8](repeating: 0x20, count: LineLimit.byteOrderMark.count)[...])
             return try check(bytes[mark...])

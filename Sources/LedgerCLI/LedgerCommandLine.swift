@@ -182,7 +182,12 @@ struct CommandContext {
             if !existed {
                 let removed = if let opened { opened.removeIfUntouched() } else { EventLog.removeUnopened(path: path) }
                 if removed, folderExisted { mkdir(path, folder.st_mode & 0o7777) }
-                if removed { for made in madeAbove where rmdir(made) != 0 { break } }
+                // (`new/deep/..` names a folder already in the list: rmdir cannot take it.)
+                if removed {
+                    for made in madeAbove where !made.hasSuffix("/..") && !made.hasSuffix("/.") && made != ".." && made != "." {
+                        if rmdir(made) != 0 { break }
+                    }
+                }
                 // "The log's head is 0, not the expected 3" hid that there was no ledger at
                 // all (a mistyped --db, say: a new-user audit).
                 if case LedgerError.headMismatch? = error as? LedgerError, removed {

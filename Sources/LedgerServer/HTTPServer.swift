@@ -602,7 +602,7 @@ public final class HTTPServer: @unchecked Sendable {
             var refusal = Response.error(405, "\(method) is not allowed on \(path)")
             refusal.headers = [("Allow", route == "v1/events" ? "GET, HEAD, POST" : route == "v1/subscribe/*" ? "GET" : "GET, HEAD")]
             return queue(refusal, on: connection)
-        case ("OPTIONS", "*"):
+        case ("OPTIONS", "*") where target == "*":
             // RFC 9110 §9.3.7: a question about the server as a whole (it was a 404).
             var answer = Response.json(200, .object(["methods": .array(["GET", "HEAD", "POST"].map(JSONValue.string))]))
             answer.headers = [("Allow", "GET, HEAD, POST")]

@@ -136,7 +136,11 @@ public final class EventLog: Sendable {
         // create a ledger refuses it too: `append` made a new ledger in it, in UTC where the
         // one lost was in the zone `init` gave it, and said nothing (an audit). LMDB writes its
         // meta pages as it creates the file, so no ledger of ours is ever 0 bytes.
-        if let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0 {
+        // (While another process has it open, it is being made: LMDB takes its lock before it
+        // creates data.mdb and writes the meta pages, and a parallel first append saw 0 bytes
+        // in between: a review. A command that may create the ledger then opens it as LMDB does.)
+        if let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0,
+           !create || Environment.openElsewhere(path) == nil {
             throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.

@@ -126,6 +126,9 @@ struct BadInputTests {
             // Nor the folders made above it (an audit: `new/deep/` stayed behind).
             #expect(ledger(["append"], stdin: unknownTarget, db: db + "/new/deep/x.db").status == 65)
             #expect(!FileManager.default.fileExists(atPath: db))
+            // `..` names a folder made already, which rmdir cannot take: the rest still go (a review).
+            #expect(ledger(["append"], stdin: unknownTarget, db: db + "/new/deep/../x.db").status == 65)
+            #expect(!FileManager.default.fileExists(atPath: db))
             // A folder made meanwhile by someone else, or holding anything, stays.
             try? FileManager.default.createDirectory(atPath: db + "/new", withIntermediateDirectories: true)
             try? Data().write(to: URL(fileURLWithPath: db + "/new/keep"))

@@ -308,6 +308,30 @@ struct EndToEndTests {
         }
     }
 
+    /// A review: a first append that met another process inside `mdb_env_open` (data.mdb made,
+    /// its meta pages not yet written) called the new ledger damaged (4 runs in 360).
+    @Test("six first appends at once to a new ledger, 15 times: each succeeds, none calls it damaged")
+    func concurrentCreation() async throws {
+        let binary = try ledgerBinary()
+        try await withTemporaryLedger { folder in
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+            for round in 0..<15 {
+                let db = folder + "/r\(round).db"
+                try await withThrowingTaskGroup(of: ProcessOutput.self) { group in
+                    for writer in 0..<6 {
+                        group.addTask {
+                            try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 1, user: "w\(writer)").utf8))
+                        }
+                    }
+                    for try await output in group {
+                        #expect(output.status == 0, "round \(round): \(output.stderr)")
+                    }
+                }
+                #expect(try EventLog(path: db, create: false).head().seq == 6)
+            }
+        }
+    }
+
     @Test("four appending processes at once lose nothing and the chain verifies")
     func concurrentWriters() async throws {
         let binary = try ledgerBinary()
