@@ -405,6 +405,7 @@ extension Commands {
         fields += [
             ("map_size_bytes", .int(Int64(stats.mapSize))),
             ("used_bytes", .int(Int64(stats.usedBytes))),
+            ("free_bytes", .int(Int64(stats.freeBytes))),
             ("file_bytes", .int(Int64(stats.fileBytes))),
         ]
         for (name, db) in stats.databases.sorted(by: { $0.key < $1.key }) {

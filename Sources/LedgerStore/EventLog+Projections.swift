@@ -129,10 +129,23 @@ extension EventLog {
     /// last microsecond of that day in the ledger's default zone (`log --since` and `--until`,
     /// `replay --to`). Nil when `when` is neither.
     public func instant(_ when: String, startOfDay: Bool) throws -> Timestamp? {
-        if let (instant, _) = try? Timestamp.parseRFC3339(when) { return instant }
+        if let (instant, _) = try? Timestamp.parseRFC3339(when) {
+            // Times are kept to the microsecond, and a finer fraction is cut off: right for an
+            // upper bound (`--until`, `--to`), but a lower one (`--since`) must round up, or
+            // `--since …08.6123519Z` kept the event recorded at …08.612351Z (a review).
+            return startOfDay && EventLog.hasFinerFraction(when) ? Timestamp(microseconds: instant.microseconds + 1) : instant
+        }
         guard let date = CivilDate(parsing: when) else { return nil }
         let window = calendar.window(of: date.daysSinceEpoch, in: try defaultZone())
         return Timestamp(microseconds: startOfDay ? window.start : window.end - 1)
+    }
+
+    /// Whether an RFC 3339 timestamp's fraction has a digit other than 0 past the sixth.
+    static func hasFinerFraction(_ text: String) -> Bool {
+        let bytes = Array(text.utf8)
+        guard let dot = bytes.firstIndex(of: UInt8(ascii: ".")) else { return false }
+        let digits = bytes[(dot + 1)...].prefix { $0 >= 48 && $0 <= 57 }
+        return digits.dropFirst(6).contains { $0 != 48 }
     }
 
     /// What is wrong with `when` as a replay point, worded to follow the option's name (`'--to'

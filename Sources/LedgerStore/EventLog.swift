@@ -549,7 +549,10 @@ public final class EventLog: Sendable {
         public var zone: String
         public var created: String?
         public var mapSize: Int
+        /// Bytes of the pages in use: those up to the last page written, less the free ones.
         public var usedBytes: Int
+        /// Bytes of the pages freed by earlier commits, which later ones reuse.
+        public var freeBytes: Int
         public var fileBytes: Int
         public var databases: [String: (entries: Int, depth: Int, pages: Int)]
         /// The seq every stored projection has folded through (they are folded together), and
@@ -592,11 +595,22 @@ public final class EventLog: Sendable {
             let position: UInt64? = storedPosition ?? (damages.isEmpty ? 0 : nil)
             let version = try number(EventLog.projectionVersionKey)
             let damage = damages.isEmpty ? nil : damages.joined(separator: "; ")
+            // LMDB's free list (database 0): each record a list of page numbers, its length
+            // first, as `mdb_stat -f` counts them. `used_bytes` counted them as used, so it
+            // equalled the file's size after any rebuild (a review).
+            var freePages = 0
+            try txn.scan(Database(dbi: 0)) { _, value in
+                if value.count >= 8 {
+                    freePages += min(Int(clamping: value.loadUnaligned(as: UInt64.self)), value.count / 8 - 1)
+                }
+                return true
+            }
             return Statistics(
                 head: try head(in: txn), countsByKind: counts,
                 zone: try txn.get(meta, Array("zone".utf8)).map { String(decoding: $0, as: UTF8.self) } ?? "UTC",
                 created: try txn.get(meta, Array("created".utf8)).map { String(decoding: $0, as: UTF8.self) },
-                mapSize: info.mapSize, usedBytes: (info.lastPage + 1) * pageSize, fileBytes: fileBytes,
+                mapSize: info.mapSize, usedBytes: max(0, info.lastPage + 1 - freePages) * pageSize,
+                freeBytes: freePages * pageSize, fileBytes: fileBytes,
                 databases: databases,
                 projectionPosition: position, projectionVersion: version, projectionDamage: damage)
         }

@@ -400,6 +400,12 @@ struct CommandTests {
             #expect(seqs(["--until", "2026-11-16"]) == [1, 2, 3])
             #expect(seqs(["--since", "2026-11-15T23:30:00Z", "--until", "2026-11-15T23:30:00Z"]) == [3])
             #expect(seqs(["--since", "2026-11-01T10:00:00.000001Z"]) == [3, 4, 5])
+            // Times are kept to the microsecond: a finer --since rounds up, a finer --until down
+            // (a review: `--since …10:00:00.0000001Z` kept seqs 1 and 2, recorded at 10:00:00Z).
+            #expect(seqs(["--since", "2026-11-01T10:00:00.0000001Z"]) == [3, 4, 5])
+            #expect(seqs(["--since", "2026-11-01T10:00:00.0000000Z"]) == [1, 2, 3, 4, 5])
+            #expect(seqs(["--until", "2026-11-01T10:00:00.0000009Z"]) == [1, 2])
+            #expect(ledger(["log", "--since", "2026-11-01T10:00:00.0000009Z", "--until", "2026-11-01T10:00:00.0000001Z"], db: db).status == 64)
             #expect(seqs(["--since", "2026-12-01"]) == [])
             #expect(seqs(["--until", "2026-10-31"]) == [])
             // With the other filters: --from, --user, --kind, --limit, and --id (whose history
@@ -479,6 +485,13 @@ struct CommandTests {
             #expect(row["projections_fold_version"] == .int(Int64(ActivityFold.version)))
             #expect(row["projections_current"] == .bool(true))
             #expect(row["projections_damaged"] == .null)
+            // Used bytes leave out LMDB's free pages (a review: after a rebuild, used_bytes was
+            // the file's size, the freed pages counted as used).
+            #expect(ledger(["rebuild"], db: db).status == 0)
+            let after = try JSONValue.parse(Array(ledger(["stats", "--format", "ndjson"], db: db).stdout.utf8)).objectValue
+            func number(_ key: String) -> Int64 { if case .int(let n)? = after?[key] { n } else { -1 } }
+            #expect(number("free_bytes") > 0, "\(String(describing: after))")
+            #expect(number("used_bytes") > 0 && number("used_bytes") + number("free_bytes") <= number("file_bytes"), "\(String(describing: after))")
         }
     }
 
