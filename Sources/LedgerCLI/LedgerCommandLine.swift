@@ -169,7 +169,7 @@ struct CommandContext {
         // `new/deep/` behind).
         var madeAbove: [String] = []
         var above = (path as NSString).deletingLastPathComponent
-        while !above.isEmpty, above != "/", !folderExisted, access(above, F_OK) != 0, errno == ENOENT {
+        while !folderExisted, !above.isEmpty, above != "/", access(above, F_OK) != 0, errno == ENOENT {
             madeAbove.append(above)
             above = (above as NSString).deletingLastPathComponent
         }

@@ -112,9 +112,10 @@ struct RowSet {
         guard case .string(let text)? = value, let first = text.utf8.first,
               RowSet.formulaStarts.contains(first) else { return plain(value) }
         let rest = text.utf8.dropFirst()
+        let isDigit = { (byte: UInt8) in byte >= 0x30 && byte <= 0x39 }
         let plainNumber = (first == UInt8(ascii: "-") || first == UInt8(ascii: "+"))
-            && rest.first.map { $0 >= 0x30 && $0 <= 0x39 } == true
-            && rest.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") }
+            && rest.first.map(isDigit) == true
+            && rest.allSatisfy { isDigit($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: ":") }
         return plainNumber ? text : "'" + text
     }
 

@@ -111,11 +111,13 @@ public final class EventLog: Sendable {
         // A directory this user may not search hides whether data.mdb is there: that is
         // permission denied, not "no ledger" (an audit: `stats` of a ledger in a directory of
         // mode 000 suggested 'ledger init').
+        // One stat of data.mdb answers that, whether it is there, and its size (below).
         var dataInfo = stat()
-        if stat(dataFile, &dataInfo) != 0, errno == EACCES {
+        let dataExists = stat(dataFile, &dataInfo) == 0
+        if !dataExists, errno == EACCES {
             throw LedgerError.permissionDenied(path: path, reason: "'\(dataFile)' cannot be reached (\(String(cString: strerror(EACCES)))): ask for search access to the directory and the ones above it")
         }
-        if !manager.fileExists(atPath: dataFile) {
+        if !dataExists {
             var isDirectory: ObjCBool = false
             let isFile = manager.fileExists(atPath: path, isDirectory: &isDirectory) && !isDirectory.boolValue
             // A file is no ledger, and `init` could not make one there either.
@@ -139,8 +141,7 @@ public final class EventLog: Sendable {
         // (While another process has it open, it is being made: LMDB takes its lock before it
         // creates data.mdb and writes the meta pages, and a parallel first append saw 0 bytes
         // in between: a review. A command that may create the ledger then opens it as LMDB does.)
-        if let size = (try? manager.attributesOfItem(atPath: dataFile))?[.size] as? Int, size == 0,
-           !create || Environment.openElsewhere(path) == nil {
+        if dataExists, dataInfo.st_size == 0, !create || Environment.openElsewhere(path) == nil {
             throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.

@@ -17,21 +17,19 @@ public struct Database: Sendable, Hashable {
 /// Read transactions are opened with `MDB_NOTLS`, are short, and never block the writer.
 /// When the map is full, the write is aborted, the map is doubled and the closure runs again
 /// from the start, so a batch is never half-written.
-#if DEBUG
-private let readDepthKey: pthread_key_t = {
+private func newThreadKey() -> pthread_key_t {
     var key = pthread_key_t()
     pthread_key_create(&key, nil)
     return key
-}()
+}
+
+#if DEBUG
+private let readDepthKey = newThreadKey()
 #endif
 
 /// Transactions open on each thread, in every build: a fault on a thread that has one open is
 /// taken for damage to the map it reads (`Environment.threadHasTransaction`).
-private let transactionDepthKey: pthread_key_t = {
-    var key = pthread_key_t()
-    pthread_key_create(&key, nil)
-    return key
-}()
+private let transactionDepthKey = newThreadKey()
 
 public final class Environment: @unchecked Sendable {
     // @unchecked: `handle` is an MDB_env*, which LMDB documents as safe to share between
