@@ -12,8 +12,8 @@ import Foundation
 ///   chunk, so a comment of megabytes took minutes. Only comments: CDATA sections, processing
 ///   instructions and tags are passed on untouched, `<!--` inside them included (one in a
 ///   processing instruction dropped everything up to the next `-->`, records too). A tag ends
-///   at its first `>` outside a `"`-quoted value: a `<!--` in an attribute value, which XML
-///   forbids, reaches the parser, which refuses it.
+///   at its first `>` outside a `"`- or `'`-quoted value: a `<!--` in an attribute value,
+///   which XML forbids, reaches the parser, which refuses it.
 /// - more than 1 MiB without markup boundary (`maximumGap`) is refused: a tag and the text
 ///   after it, a CDATA section, a processing instruction, or white space before the root. No
 ///   export has one, and on a pipe or a device such input never ended. Comments and the
@@ -42,8 +42,9 @@ final class ExportStream {
     /// processing instruction (`<?`, up to `?>`), a comment or a CDATA section, or in text.
     private enum Markup { case text, tag, instruction, comment, cdata }
     private var markup: Markup = .text
-    /// Inside a tag, whether an odd number of `"` has been seen: a `>` then stands in a value.
-    private var inQuotedValue = false
+    /// Inside a tag, the quote (`"` or `'`) of the attribute value open there, or 0 outside
+    /// one: a `>` in a value does not end the tag.
+    private var quote: UInt8 = 0
     /// Bytes since the last `<` outside comments: one tag and the text after it, a CDATA
     /// section or a processing instruction.
     private var sinceTag = 0
@@ -528,7 +529,7 @@ final class ExportStream {
                 // checks below can hold (each needs a `!` or a `?` next, or `<` alone at the end).
                 if open + 1 < bytes.endIndex, bytes[open + 1] != UInt8(ascii: "!"), bytes[open + 1] != UInt8(ascii: "?") {
                     markup = .tag
-                    inQuotedValue = false
+                    quote = 0
                     index = open + 1
                     continue
                 }
@@ -552,23 +553,22 @@ final class ExportStream {
                     index = open + 2  // its `?>` comes after its `<?`, as before the root
                 } else {
                     markup = .tag
-                    inQuotedValue = false
+                    quote = 0
                     index = open + 1
                 }
             case .tag:
                 // The first `>` outside a quoted value ends it (XML allows `>` in a value; a
-                // `<!--` after one, in the value, was taken for a comment). Apple quotes values
-                // with `"`; a `'`-quoted value holding an odd number of `"` leaves the count
-                // wrong, and what follows is taken for the inside of a tag until a tag with an
-                // odd number of `"` sets it right (its comments passed on, its gaps counted).
+                // `<!--` after one, in the value, was taken for a comment). Values are quoted
+                // with `"` or `'` (a review: a `'`-quoted one, of which only `"` were counted,
+                // ended at its `>`, and a `<!--` in it dropped a record and was never refused).
                 guard let close = ExportStream.firstIndex(of: UInt8(ascii: ">"), in: bytes[index...]) else {
-                    if ExportStream.count(UInt8(ascii: "\""), in: bytes[index...]) % 2 == 1 { inQuotedValue.toggle() }
+                    followQuotes(bytes[index...])
                     return passToEnd()
                 }
-                if ExportStream.count(UInt8(ascii: "\""), in: bytes[index..<close]) % 2 == 1 { inQuotedValue.toggle() }
+                followQuotes(bytes[index..<close])
                 guard within(close + 1 - index) else { return }
                 index = close + 1
-                if !inQuotedValue { markup = .text }
+                if quote == 0 { markup = .text }
             case .instruction:
                 guard pass(until: ExportStream.instructionClose) else { return }
             case .comment:
@@ -624,13 +624,34 @@ final class ExportStream {
         return (nil, max(bytes.startIndex, bytes.endIndex - (close.count - 1)))
     }
 
-    /// How many times `byte` occurs in `bytes`: a loop the compiler vectorizes (a tag holds
-    /// a dozen quotes or more, and a `memchr` per quote cost more than reading them all).
-    private static func count(_ byte: UInt8, in bytes: ArraySlice<UInt8>) -> Int {
+    /// Follows `quote` over these bytes of a tag. Apple quotes values with `"` only: bytes
+    /// without a `'` toggle it by their count of `"` (a tag holds a dozen or more, and a
+    /// `memchr` per quote cost more than reading them all); others are walked byte by byte.
+    private func followQuotes(_ bytes: ArraySlice<UInt8>) {
+        let (doubles, singles) = ExportStream.quotes(in: bytes)
+        if singles == 0, quote != UInt8(ascii: "'") {
+            if doubles % 2 == 1 { quote = quote == 0 ? UInt8(ascii: "\"") : 0 }
+            return
+        }
+        if singles == 0 { return }  // all inside the `'`-quoted value
+        for byte in bytes {
+            if quote == 0 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") { quote = byte }
+            } else if byte == quote {
+                quote = 0
+            }
+        }
+    }
+
+    /// How many `"` and `'` occur in `bytes`: a loop the compiler vectorizes.
+    private static func quotes(in bytes: ArraySlice<UInt8>) -> (doubles: Int, singles: Int) {
         bytes.withUnsafeBufferPointer { buffer in
-            var found = 0
-            for value in buffer { found &+= value == byte ? 1 : 0 }
-            return found
+            var doubles = 0, singles = 0
+            for value in buffer {
+                doubles &+= value == UInt8(ascii: "\"") ? 1 : 0
+                singles &+= value == UInt8(ascii: "'") ? 1 : 0
+            }
+            return (doubles, singles)
         }
     }
 

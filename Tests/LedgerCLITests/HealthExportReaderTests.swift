@@ -157,11 +157,11 @@ struct HealthExportReaderTests {
     /// The reader holds a device in Apple's form in parts (`DeviceText`): the record's
     /// `device` must still be the attribute's text, and the name the ledger keeps the one
     /// `cleanDevice` finds in that text, for every form, odd ones included.
-    /// A `'`-quoted value holding a `"` leaves the tag-by-tag count of quotes odd (the stream
-    /// then takes what follows for the inside of a tag, and counts its bytes as one gap) until
-    /// a tag with an odd number of `"` sets it right. Reads of plain tags passed whole must
-    /// leave the same state, wherever the reads end: a review found the outcome depended on
-    /// where the odd tags fell (tags skipped before a read's last `<` were not counted).
+    /// A `'`-quoted value holding a `"` is followed as one value: the `"` opens nothing. (Only
+    /// `"` were once counted, and such a tag left the count odd, what followed taken for the
+    /// inside of a tag until another odd tag.) Reads of plain tags passed whole must leave the
+    /// same state, wherever the reads end: a review found the outcome depended on where such
+    /// tags fell (tags skipped before a read's last `<` were not followed).
     @Test("a '-quoted value holding a quote: the same outcome wherever the reads end")
     func singleQuotedValues() throws {
         func record(_ value: Int) -> String {
@@ -170,14 +170,16 @@ struct HealthExportReaderTests {
         let records = (0..<13_000).map { record($0) + "\n" }.joined()  // about 1.1 MB
         for padding in [0, 1_000, 100_000, 262_000] {
             let pad = String(repeating: " ", count: padding)
-            // One odd tag, then more than 1 MiB taken for the inside of a tag: refused.
-            let stuck = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + records + "</HealthData>\n")
-            defer { try? FileManager.default.removeItem(atPath: stuck) }
-            #expect(throws: ImportError.self, "padding \(padding)") { try readAll(stuck) }
-            // A second odd tag sets the count right: every record is read.
-            let righted = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + record(-1) + "\n<Me b='\"'/>\n" + records + "</HealthData>\n")
-            defer { try? FileManager.default.removeItem(atPath: righted) }
-            #expect(try readAll(righted).count == 13_001, "padding \(padding)")
+            let one = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + records + "</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: one) }
+            #expect(try readAll(one).count == 13_000, "padding \(padding)")
+            let two = try write("<HealthData>\n" + pad + "<Me a='\"'/>\n" + record(-1) + "\n<Me b='\"'/>\n" + records + "</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: two) }
+            #expect(try readAll(two).count == 13_001, "padding \(padding)")
+            // A `'` value holding `>` and `<!--`, with a record after it: the `<` is refused.
+            let lookalike = try write("<HealthData>\n" + pad + records + "<Me a='\"> <!-- '/>\n" + record(-2) + "\n<Me b='-->'/>\n</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: lookalike) }
+            #expect(throws: ImportError.self, "padding \(padding)") { try readAll(lookalike) }
         }
     }
 

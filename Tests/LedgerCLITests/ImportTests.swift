@@ -546,6 +546,27 @@ struct ImportTests {
             let run = ledger(["import", "apple-health", path], db: db)
             #expect(run.status == 0, "\(run.stderr)")
             #expect(run.stdout.hasPrefix("read 4 records: appended 4, "), "\(run.stdout)")
+            // A `>` and a `<!--` in a `'`-quoted value are inside the tag: the `<` is refused by
+            // the parser, as in a `"`-quoted one. A review: the tag was taken to end at the `>`,
+            // the comment to run to the `-->` in a later value, and the record between was
+            // dropped with exit 0. A `'`-quoted `>` alone is allowed, and the record is kept.
+            let quoted = URL(fileURLWithPath: db).deletingLastPathComponent().appendingPathComponent("quoted.xml").path
+            for (quote, lookalike) in [("'", true), ("\"", true), ("'", false)] {
+                let value = lookalike ? "x> <!-- " : "x> y"
+                let first = record(1).replacingOccurrences(of: "/>", with: " device=\(quote)\(value)\(quote)/>")
+                let last = record(2).replacingOccurrences(of: "/>", with: lookalike ? " device='-->'/>" : "/>")
+                try ["<HealthData>", first, record(3), last, "</HealthData>"].joined(separator: "\n")
+                    .write(toFile: quoted, atomically: true, encoding: .utf8)
+                let fresh = db + "-" + (quote == "'" ? "single" : "double") + (lookalike ? "" : "-plain")
+                let run = ledger(["import", "apple-health", quoted], db: fresh)
+                if lookalike {
+                    #expect(run.status == 65, "\(quote): \(run.stdout)")
+                    #expect(run.stderr.hasPrefix("Error: \(quoted) line 2: ") && run.stderr.contains("nothing was imported"), "\(quote): \(run.stderr)")
+                    #expect(!FileManager.default.fileExists(atPath: fresh))
+                } else {
+                    #expect(run.status == 0 && run.stdout.hasPrefix("read 3 records: appended 3, "), "\(run.stdout) \(run.stderr)")
+                }
+            }
         }
     }
 
