@@ -40,6 +40,9 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case damaged(path: String, reason: String)
     /// `backup` could not write its copy at `path`; nothing of it was left there.
     case backupFailed(path: String, reason: String)
+    /// The map is full and this process cannot map a larger one (its address space is limited,
+    /// as by `ulimit -v`, or used up).
+    case mapCannotGrow(path: String, bytes: Int, reason: String)
 
     public var description: String {
         switch self {
@@ -79,6 +82,8 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
             "the ledger at '\(path)' is damaged: \(reason). Restore it from a backup ('ledger backup' makes one)"
         case .backupFailed(let path, let reason):
             "cannot back up to '\(path)': \(reason); nothing was written there"
+        case .mapCannotGrow(let path, let bytes, let reason):
+            "the ledger at '\(path)' needs a map of \(bytes) bytes and this process cannot map that much (\(reason); is its address space limited, as by 'ulimit -v'?); nothing of this write was committed, and the ledger is intact"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         }

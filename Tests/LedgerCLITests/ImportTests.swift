@@ -954,6 +954,64 @@ struct ImportTests {
         }
     }
 
+    @Test("a batch that fills the map is appended whole after the map grows, piped in with no size to reserve for")
+    func mapFillsInsideABatch() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            // A review: the transaction runs again on a grown map, and the pieces of the batch it
+            // had taken from the reader were gone: 2,000 of 3,000 records were lost, exit 0.
+            #expect(try runProcess(binary, ["init", "--db", db, "--map-size", "64KiB"]).status == 0)
+            let records = (0..<3_000).map { index in
+                let start = Timestamp(microseconds: (1_700_000_000 + Int64(index) * 60) * 1_000_000)
+                let end = Timestamp(microseconds: start.microseconds + 30_000_000)
+                func exportDate(_ time: Timestamp) -> String { time.format(offsetSeconds: 0, alwaysFraction: false).replacingOccurrences(of: "T", with: " ").replacingOccurrences(of: "Z", with: " +0000") }
+                return #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="\#(exportDate(start))" endDate="\#(exportDate(end))" value="\#(index % 90 + 1)"/>"#
+            }
+            let bytes = Array(ImportTests.export(records).utf8)
+            for batch in ["3000", "1500"] {
+                let run = try runProcess(binary, ["import", "apple-health", "-", "--db", db, "--batch", batch], stdin: bytes)
+                #expect(run.status == 0, "\(run.stderr)")
+                #expect(run.stdout.contains(batch == "3000" ? "appended 3000, duplicates 0" : "appended 0, duplicates 3000"), "\(run.stdout)")
+            }
+            let verify = try runProcess(binary, ["verify", "--db", db])
+            #expect(verify.status == 0 && verify.stdout.contains("3000"), "\(verify.stdout)")
+        }
+        // Two batches, the second filling the map: the first is committed once, the second whole.
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["init", "--db", db, "--map-size", "64KiB"]).status == 0)
+            let records = (0..<2_000).map { index in
+                #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="Watch" unit="count" startDate="2025-03-0\#(1 + index / 1_000) 0\#(index % 1_000 / 120):\#(String(format: "%02d", index % 60)):\#(String(format: "%02d", index % 120 / 60 * 30)) +0000" endDate="2025-03-0\#(1 + index / 1_000) 0\#(index % 1_000 / 120):\#(String(format: "%02d", index % 60)):\#(String(format: "%02d", index % 120 / 60 * 30 + 20)) +0000" value="7"/>"#
+            }
+            let run = try runProcess(binary, ["import", "apple-health", "-", "--db", db, "--batch", "1000"], stdin: Array(ImportTests.export(records).utf8))
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(run.stdout.contains("appended 2000, duplicates 0"), "\(run.stdout)")
+        }
+    }
+
+    @Test("under a limit on address space, a reservation the process cannot map is cut down, and a refused import leaves nothing")
+    func limitedAddressSpace() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            // A 4 GB file (sparse: one bad record, then a hole) asks for a map of 16 GiB, which
+            // 1 GB of address space cannot hold. A review: LMDB, asked for it, unmapped the old map
+            // and mapped none, and the clean-up's read of the new ledger faulted: "data.mdb is
+            // damaged", exit 1, the ledger left behind. Now the largest map that fits is
+            // reserved, the record is refused as without the limit, and the ledger removed.
+            let folder = URL(fileURLWithPath: db).deletingLastPathComponent().path
+            let path = folder + "/sparse.xml"
+            let head = ImportTests.export([#"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2025-01-01 10:00:00 +0000" endDate="2025-01-01 10:01:00 +0000" value="NaN"/>"#])
+            try head.replacingOccurrences(of: "</HealthData>\n", with: "").write(toFile: path, atomically: false, encoding: .utf8)
+            let file = try #require(FileHandle(forWritingAtPath: path))
+            try file.truncate(atOffset: 4 << 30)
+            try file.close()
+            let run = try runProcess("/bin/sh", ["-c", #"ulimit -v 1000000 && exec "$0" "$@""#, binary,
+                                                 "import", "apple-health", path, "--db", db])
+            #expect(run.status == 65, "\(run.stderr)")
+            #expect(run.stderr == "Error: \(path) line 3: 'value' is not a number: 'NaN'; nothing was imported; fix the file and re-run\n", "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: db), "the ledger the import made is left")
+        }
+    }
+
     @Test("an export piped in (a FIFO, /dev/stdin, -) imports as the file does, a zip too")
     func piped() throws {
         guard SharedData.available else {

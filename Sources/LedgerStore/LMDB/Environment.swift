@@ -41,6 +41,9 @@ public final class Environment: @unchecked Sendable {
     private let writeLock = NSLock()
     private let resizeLock = ReadWriteLock()
     private let reruns = Atomic<Int>(0)
+    /// The map size `mdb_env_set_mapsize` failed to map, which leaves no map (0 while there
+    /// is one): no transaction may begin, and nothing may read LMDB's meta pages (`info`).
+    private let unmappedAt = Atomic<Int>(0)
 
     /// Read transactions open on this thread (kept in debug builds only, for the assertion in
     /// `transaction`).
@@ -282,6 +285,7 @@ public final class Environment: @unchecked Sendable {
         defer { if readOnly { Environment.readDepth -= 1 } }
         var attempts = 0
         while true {
+            try checkMapped()
             resizeLock.lockShared()
             var txn: OpaquePointer?
             let code = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
@@ -289,7 +293,7 @@ public final class Environment: @unchecked Sendable {
                 // Another process grew the map: adopt its size, with no transaction open here.
                 resizeLock.unlockShared()
                 attempts += 1
-                try resizeLock.withExclusive { try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize") }
+                try adoptGrownMap()
                 continue
             }
             defer { resizeLock.unlockShared() }
@@ -326,6 +330,7 @@ public final class Environment: @unchecked Sendable {
     func copy(to fd: Int32) throws {
         var attempts = 0
         while true {
+            try checkMapped()
             let before = info.lastTransaction
             resizeLock.lockShared()
             let code = mdb_env_copyfd2(handle, fd, 0)
@@ -336,7 +341,7 @@ public final class Environment: @unchecked Sendable {
             if code == MDB_MAP_RESIZED, attempts < 3 {
                 // Another process grew the map: adopt its size, as `transaction` does.
                 attempts += 1
-                try resizeLock.withExclusive { try check(mdb_env_set_mapsize(handle, 0), "mdb_env_set_mapsize") }
+                try adoptGrownMap()
                 continue
             }
             try check(code, "mdb_env_copyfd2")
@@ -376,7 +381,7 @@ public final class Environment: @unchecked Sendable {
     /// the map the slow way.
     public func reserve(_ bytes: Int) throws {
         try writeLock.withLock {
-            try growMap { mapSize, used in
+            try growMap(fallBack: true) { mapSize, used in
                 let wanted = used + max(0, min(bytes, Environment.reserveLimit))
                 var next = mapSize
                 while next < wanted { next *= 2 }
@@ -392,13 +397,58 @@ public final class Environment: @unchecked Sendable {
     /// finish (`mdb_env_set_mapsize` requires none active). The size is read and set under the
     /// exclusive lock, so a reader adopting a map another process grew (`transaction`) cannot
     /// slip between the two.
-    private func growMap(_ size: (_ mapSize: Int, _ used: Int) -> Int) throws {
+    ///
+    /// A size this process cannot map is refused before LMDB is asked (`canMap`): LMDB unmaps
+    /// the old map first, and when the new one then fails it is left with none, where the next
+    /// transaction faulted (a review, under `ulimit -v`: an import said the ledger's file was
+    /// damaged, and left the ledger it had made). With `fallBack`, the largest size between
+    /// the current one and the wanted one that can be mapped is taken instead (a reservation
+    /// is an estimate; the map still doubles when full); without, `mapCannotGrow` is thrown.
+    private func growMap(fallBack: Bool = false, _ size: (_ mapSize: Int, _ used: Int) -> Int) throws {
         try resizeLock.withExclusive {
             let state = info
-            let next = size(state.mapSize, (state.lastPage + 1) * pageSize)
+            var next = size(state.mapSize, (state.lastPage + 1) * pageSize)
             guard next > state.mapSize else { return }
-            try check(mdb_env_set_mapsize(handle, next), "mdb_env_set_mapsize(\(next))")
+            while !Environment.canMap(next) {
+                guard fallBack, next / 2 > state.mapSize else {
+                    if fallBack { return }
+                    throw LedgerError.mapCannotGrow(path: path, bytes: next, reason: String(cString: strerror(ENOMEM)))
+                }
+                next /= 2
+            }
+            try setMapSize(next)
         }
+    }
+
+    /// Adopts the map size another process grew the map to (with the exclusive lock held).
+    private func adoptGrownMap() throws {
+        try resizeLock.withExclusive { try setMapSize(0) }
+    }
+
+    /// `mdb_env_set_mapsize`. When it fails the old map is gone with it (what `canMap` is
+    /// there to prevent, unless another thread took the address space in between, or another
+    /// process grew the map past it): no transaction may begin on this environment after.
+    private func setMapSize(_ bytes: Int) throws {
+        let wanted = bytes == 0 ? info.mapSize : bytes
+        let code = mdb_env_set_mapsize(handle, bytes)
+        guard code == MDB_SUCCESS else {
+            unmappedAt.store(wanted, ordering: .relaxed)
+            throw LedgerError.mapCannotGrow(path: path, bytes: wanted, reason: String(cString: mdb_strerror(code)))
+        }
+    }
+
+    private func checkMapped() throws {
+        let failed = unmappedAt.load(ordering: .relaxed)
+        if failed != 0 { throw LedgerError.mapCannotGrow(path: path, bytes: failed, reason: "its map could not be made") }
+    }
+
+    /// Whether `bytes` of address space can be mapped now, beside the map in use: asked of
+    /// the kernel with a mapping that reserves nothing and is let go at once.
+    private static func canMap(_ bytes: Int) -> Bool {
+        guard let probe = mmap(nil, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0),
+              probe != MAP_FAILED else { return false }
+        munmap(probe, bytes)
+        return true
     }
 
     /// The id of the newest transaction that a read transaction begun now sees.
@@ -413,6 +463,8 @@ public final class Environment: @unchecked Sendable {
 
     /// Sizes and positions from `mdb_env_info`.
     public var info: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
+        // (LMDB reads them from its meta pages, which are in the map.)
+        if case let failed = unmappedAt.load(ordering: .relaxed), failed != 0 { return (failed, 0, 0, 0) }
         var info = MDB_envinfo()
         mdb_env_info(handle, &info)
         return (info.me_mapsize, info.me_last_pgno, info.me_last_txnid, Int(info.me_numreaders))
@@ -519,6 +571,8 @@ public final class Environment: @unchecked Sendable {
 
     /// The page size (`mdb_env_stat`).
     public var pageSize: Int {
+        // (Read from a meta page, in the map: the system's page size is LMDB's.)
+        if unmappedAt.load(ordering: .relaxed) != 0 { return sysconf(Int32(_SC_PAGESIZE)) }
         var stat = MDB_stat()
         mdb_env_stat(handle, &stat)
         return Int(stat.ms_psize)
