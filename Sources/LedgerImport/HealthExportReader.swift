@@ -257,6 +257,17 @@ public final class HealthExportReader {
             }
             return
         }
+        if depth == 1, !equals(name, "HealthData") {
+            // Every export's root is HealthData, the legacy iOS 8 one's too: a file of records
+            // under another root (a review imported `<Foo><Record …/></Foo>`) is not one.
+            if failure == nil {
+                let root = String(cString: name)
+                failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)),
+                                                message: "the root element is <\(root.count > 60 ? root.prefix(60) + "…" : root)>, not <HealthData>; the file is not an Apple Health export")
+                xml.stopParser(parser)
+            }
+            return
+        }
         if inRecord {
             // Inside a record only its own MetadataEntry children count, and of them only the
             // keys it reads: a key is compared as bytes, and only a read key's value becomes a

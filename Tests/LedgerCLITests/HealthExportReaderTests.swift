@@ -317,6 +317,13 @@ struct HealthExportReaderTests {
             // Tag Record"), with the column of the unquoted value.
             (Array("<HealthData>\n <Record type=\"t\" sourceName=iPhone value=\"1\"/>\n</HealthData>\n".utf8), 2,
              "AttValue: \" or ' expected (column 30)"),
+            // Records under another root are not an export (a review imported them).
+            (Array("<?xml version=\"1.0\"?>\n\n<Foo>\n <Record type=\"HKQuantityTypeIdentifierStepCount\" value=\"1\"/>\n</Foo>\n".utf8), 3,
+             "the root element is <Foo>, not <HealthData>; the file is not an Apple Health export"),
+            (Array("<Record type=\"HKQuantityTypeIdentifierStepCount\" value=\"1\"/>\n".utf8), 1,
+             "the root element is <Record>, not <HealthData>; the file is not an Apple Health export"),
+            (Array(("<" + String(repeating: "r", count: 100) + "/>").utf8), 1,
+             "the root element is <" + String(repeating: "r", count: 60) + "…>, not <HealthData>; the file is not an Apple Health export"),
         ]
         for (text, line, message) in cases {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).xml").path
