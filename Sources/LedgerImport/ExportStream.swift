@@ -681,7 +681,7 @@ final class ExportStream {
     }
 
     /// The last `<` of `bytes` when none of them begins `<!` or `<?` (a `<` that ends them
-    /// may: the markup from there on is followed as before) and none is a `'`: only a
+    /// may not either: the markup from their first `<` on is followed as before) and none is a `'`: only a
     /// `'`-quoted value can hold a `"` that leaves the tags' count of them odd, and the state
     /// the tags skipped would have left is then not the one at their last `<`.
     private static func lastOrdinaryTag(in bytes: ArraySlice<UInt8>) -> Int? {
@@ -696,6 +696,11 @@ final class ExportStream {
                 last = open
                 from = open + 1
             }
+            // A `<` this close to the end may begin a `<!--`, `<![CDATA[` or `<?` with the next
+            // read, and is taken for one only from the text before it: one inside a value (which
+            // the parser refuses) was held back as markup, and with the next read's `!--` taken
+            // for a comment and dropped, the `<` with it, and the records up to a `-->` (a review).
+            if let found = last, end - found < ExportStream.cdataOpen.count { return nil }
             return last.map { bytes.startIndex + ($0 - base) }
         }
     }

@@ -183,6 +183,29 @@ struct HealthExportReaderTests {
         }
     }
 
+    /// A `<` inside a `"`-quoted value as a read's last bytes, and `!--` after it in the next
+    /// read: a review found the `<` held back as the start of markup (the read's last `<`, taken
+    /// for a tag's start without following the tags before it), the comment then dropped with
+    /// the `<` the parser would have refused, and the records up to a later `-->` lost, exit 0.
+    @Test("a '<!--' inside a quoted value split across reads is refused at every split")
+    func lookalikeCommentAcrossReads() throws {
+        func record(_ value: Int) -> String {
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="phone" value="\#(value)"/>"#
+        }
+        let read = 1 << 18
+        for boundary in [read, 2 * read] {
+            for shift in -10...10 {
+                let head = "<HealthData>\n" + record(1) + "\n"
+                let opening = #"<Me a=" "#
+                let padding = String(repeating: " ", count: boundary + shift - head.utf8.count - opening.utf8.count)
+                let text = head + padding + opening + #"<!-- "/>"# + "\n" + record(2) + "\n" + record(3) + "\n" + #"<Me b=" --> "/>"# + "\n" + record(4) + "\n</HealthData>\n"
+                let path = try write(text)
+                defer { try? FileManager.default.removeItem(atPath: path) }
+                #expect(throws: ImportError.self, "the '<' at \(shift) from a read's end") { try readAll(path) }
+            }
+        }
+    }
+
     @Test("device attributes: the text kept, and the name cleaned from it, in every form")
     func devices() throws {
         let devices = [
