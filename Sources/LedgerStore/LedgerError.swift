@@ -42,7 +42,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     case backupFailed(path: String, reason: String)
     /// The map is full and this process cannot map a larger one (its address space is limited,
     /// as by `ulimit -v`, or used up).
-    case mapCannotGrow(path: String, bytes: Int, reason: String)
+    case mapCannotGrow(path: String, bytes: Int?, reason: String)
 
     public var description: String {
         switch self {
@@ -83,7 +83,7 @@ public enum LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         case .backupFailed(let path, let reason):
             "cannot back up to '\(path)': \(reason); nothing was written there"
         case .mapCannotGrow(let path, let bytes, let reason):
-            "the ledger at '\(path)' needs a map of \(bytes) bytes and this process cannot map that much (\(reason); is its address space limited, as by 'ulimit -v'?); nothing of this write was committed, and the ledger is intact"
+            "the ledger at '\(path)' needs \(bytes.map { "a map of \($0) bytes" } ?? "a larger map (another process grew it)") and this process cannot map that much (\(reason); is its address space limited, as by 'ulimit -v'?); nothing of this write was committed, and the ledger is intact"
         case .diskFull(let path):
             "the disk holding '\(path)' is full; nothing of this batch was written and every committed event is intact. Free space and retry"
         }

@@ -41,9 +41,10 @@ public final class Environment: @unchecked Sendable {
     private let writeLock = NSLock()
     private let resizeLock = ReadWriteLock()
     private let reruns = Atomic<Int>(0)
-    /// The map size `mdb_env_set_mapsize` failed to map, which leaves no map (0 while there
-    /// is one): no transaction may begin, and nothing may read LMDB's meta pages (`info`).
-    private let unmappedAt = Atomic<Int>(0)
+    /// Set when `mdb_env_set_mapsize` failed, which leaves no map: no transaction may begin,
+    /// and nothing may read LMDB's meta pages (`info`). Read with `resizeLock` held, which the
+    /// failing call held exclusively.
+    private let unmapped = Atomic<Bool>(false)
 
     /// Read transactions open on this thread (kept in debug builds only, for the assertion in
     /// `transaction`).
@@ -285,8 +286,11 @@ public final class Environment: @unchecked Sendable {
         defer { if readOnly { Environment.readDepth -= 1 } }
         var attempts = 0
         while true {
-            try checkMapped()
             resizeLock.lockShared()
+            if let failure = mapFailure {
+                resizeLock.unlockShared()
+                throw failure
+            }
             var txn: OpaquePointer?
             let code = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
             if code == MDB_MAP_RESIZED, attempts < 3 {
@@ -330,9 +334,12 @@ public final class Environment: @unchecked Sendable {
     func copy(to fd: Int32) throws {
         var attempts = 0
         while true {
-            try checkMapped()
             let before = info.lastTransaction
             resizeLock.lockShared()
+            if let failure = mapFailure {
+                resizeLock.unlockShared()
+                throw failure
+            }
             let code = mdb_env_copyfd2(handle, fd, 0)
             resizeLock.unlockShared()
             if code == 0, isOnReadOnlyMedia, info.lastTransaction != before {
@@ -409,7 +416,9 @@ public final class Environment: @unchecked Sendable {
             let state = info
             var next = size(state.mapSize, (state.lastPage + 1) * pageSize)
             guard next > state.mapSize else { return }
-            while !Environment.canMap(next) {
+            // LMDB lets the old map go before it makes the new one: what must fit beside the
+            // old one now is the difference.
+            while !Environment.canMap(next - state.mapSize) {
                 guard fallBack, next / 2 > state.mapSize else {
                     if fallBack { return }
                     throw LedgerError.mapCannotGrow(path: path, bytes: next, reason: String(cString: strerror(ENOMEM)))
@@ -428,18 +437,18 @@ public final class Environment: @unchecked Sendable {
     /// `mdb_env_set_mapsize`. When it fails the old map is gone with it (what `canMap` is
     /// there to prevent, unless another thread took the address space in between, or another
     /// process grew the map past it): no transaction may begin on this environment after.
+    /// `bytes` 0 adopts the size in the file (what another process grew it to, unknown here).
     private func setMapSize(_ bytes: Int) throws {
-        let wanted = bytes == 0 ? info.mapSize : bytes
         let code = mdb_env_set_mapsize(handle, bytes)
         guard code == MDB_SUCCESS else {
-            unmappedAt.store(wanted, ordering: .relaxed)
-            throw LedgerError.mapCannotGrow(path: path, bytes: wanted, reason: String(cString: mdb_strerror(code)))
+            unmapped.store(true, ordering: .relaxed)
+            throw LedgerError.mapCannotGrow(path: path, bytes: bytes == 0 ? nil : bytes, reason: String(cString: mdb_strerror(code)))
         }
     }
 
-    private func checkMapped() throws {
-        let failed = unmappedAt.load(ordering: .relaxed)
-        if failed != 0 { throw LedgerError.mapCannotGrow(path: path, bytes: failed, reason: "its map could not be made") }
+    /// Why no transaction may begin (`unmapped`), or nil.
+    private var mapFailure: LedgerError? {
+        unmapped.load(ordering: .relaxed) ? LedgerError.mapCannotGrow(path: path, bytes: nil, reason: "its map could not be made after a failed resize") : nil
     }
 
     /// Whether `bytes` of address space can be mapped now, beside the map in use: asked of
@@ -464,7 +473,7 @@ public final class Environment: @unchecked Sendable {
     /// Sizes and positions from `mdb_env_info`.
     public var info: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
         // (LMDB reads them from its meta pages, which are in the map.)
-        if case let failed = unmappedAt.load(ordering: .relaxed), failed != 0 { return (failed, 0, 0, 0) }
+        if unmapped.load(ordering: .relaxed) { return (0, 0, 0, 0) }
         var info = MDB_envinfo()
         mdb_env_info(handle, &info)
         return (info.me_mapsize, info.me_last_pgno, info.me_last_txnid, Int(info.me_numreaders))
@@ -572,7 +581,7 @@ public final class Environment: @unchecked Sendable {
     /// The page size (`mdb_env_stat`).
     public var pageSize: Int {
         // (Read from a meta page, in the map: the system's page size is LMDB's.)
-        if unmappedAt.load(ordering: .relaxed) != 0 { return sysconf(Int32(_SC_PAGESIZE)) }
+        if unmapped.load(ordering: .relaxed) { return sysconf(Int32(_SC_PAGESIZE)) }
         var stat = MDB_stat()
         mdb_env_stat(handle, &stat)
         return Int(stat.ms_psize)
