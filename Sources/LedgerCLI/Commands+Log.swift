@@ -458,6 +458,6 @@ func canonicalPath(_ path: String) -> String {
         }
         if existing == "/" || existing.isEmpty { return absolute }
         rest.insert((existing as NSString).lastPathComponent, at: 0)
-        existing = (existing as NSString).deletingLastPathComponent
+        existing = parentPath(existing)
     }
 }

@@ -168,10 +168,10 @@ struct CommandContext {
         // removed again with the ledger, when empty (an audit: a refused first append left
         // `new/deep/` behind).
         var madeAbove: [String] = []
-        var above = (path as NSString).deletingLastPathComponent
+        var above = parentPath(path)
         while !folderExisted, !above.isEmpty, above != "/", access(above, F_OK) != 0, errno == ENOENT {
             madeAbove.append(above)
-            above = (above as NSString).deletingLastPathComponent
+            above = parentPath(above)
         }
         var opened: EventLog?
         do {

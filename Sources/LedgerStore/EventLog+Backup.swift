@@ -31,7 +31,7 @@ extension EventLog {
                     throw fail("it is a symbolic link to \(stat(destination, &target) == 0 ? "something that is not a directory" : "nothing"); a backup goes into a new or empty directory")
                 }
             default:
-                throw fail("it is a file; a backup goes into a new or empty directory")
+                throw fail("it is \(EventLog.kindOfFile(destination)); a backup goes into a new or empty directory")
             }
             let entries = (try? FileManager.default.contentsOfDirectory(atPath: destination)) ?? []
             guard entries.isEmpty else {
@@ -44,7 +44,7 @@ extension EventLog {
             let mode = stat(path, &source) == 0 ? mode_t(source.st_mode & 0o7777) : 0o700
             guard mkdir(destination, mode) == 0 else {
                 let failure = errno
-                let parent = (destination as NSString).deletingLastPathComponent
+                let parent = parentPath(destination)
                 let missing = failure == ENOENT && !FileManager.default.fileExists(atPath: parent.isEmpty ? "." : parent)
                 throw fail(missing ? "its parent directory does not exist" : String(cString: strerror(failure)))
             }

@@ -60,6 +60,12 @@ extension EventLog {
               !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw ClientError.invalidName("a client name must be 1 byte to 1 KiB with no control characters")
         }
+        // Nor characters that print as nothing (a review: 'ops', 'o\u{200B}ps' and 'ops\u{2060}'
+        // were three rows reading 'ops' in `client list`, and U+202E turned the line around):
+        // what an error message writes as `\u{…}` (`visibleCharacters`).
+        if visibleCharacters(name) != name, let hidden = name.unicodeScalars.first(where: { visibleCharacters(String($0)) != String($0) }) {
+            throw ClientError.invalidName("a client name must be visible characters: '\(visibleCharacters(name, limit: 60))' holds U+\(String(hidden.value, radix: 16, uppercase: true)), which prints as nothing or moves the text around it")
+        }
         let token = "ldg_" + Digest.randomBytes(32).hex
         let digest = Digest.sha256(Array(token.utf8))
         try environment.write { txn in

@@ -58,7 +58,7 @@ public final class EventLog: Sendable {
             return isDirectory.boolValue ? nil : ENOTDIR
         }
         guard let failure = make() else { return nil }
-        let parent = (path as NSString).deletingLastPathComponent
+        let parent = parentPath(path)
         guard failure == ENOENT, !parent.isEmpty, parent != path else { return failure }
         return makeDirectory(parent) ?? make()
     }
@@ -278,7 +278,13 @@ public final class EventLog: Sendable {
         // Renamed away first: a process opening it by its path from here on finds no ledger,
         // rather than making a lock file nobody holds beside a data file not yet removed.
         let removing = directory + ".removing-\(getpid())"
-        guard rename(directory, removing) == 0 else { return false }
+        guard rename(directory, removing) == 0 else {
+            // `.` or `..` (`--db .` in an empty folder), which no rename takes: its two files go
+            // instead, the data file first (a review: a refused append left them there).
+            guard errno == EINVAL || errno == EBUSY else { return false }
+            func gone(_ file: String) -> Bool { unlink(directory + "/" + file) == 0 || errno == ENOENT }
+            return gone("data.mdb") && gone("lock.mdb")
+        }
         return (try? FileManager.default.removeItem(atPath: removing)) != nil
     }
 

@@ -139,6 +139,44 @@ struct BadInputTests {
         }
     }
 
+    /// A review: `--db A append` died of SIGILL (Foundation's `deletingLastPathComponent`
+    /// traps on a name of one character), and so did `.`, `A/` and a new `q/x`.
+    @Test("a --db of one character (A, B/, é, ., a new q/x) appends, and a refused append leaves nothing")
+    func oneCharacterPaths() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let folder = parentPath(db)
+            func run(_ arguments: [String], in directory: String, stdin: String) throws -> ProcessOutput {
+                try runProcess("/bin/sh", ["-c", #"cd "$0" && exec "$@""#, directory, binary] + arguments, stdin: Array(stdin.utf8))
+            }
+            for name in ["A", "B/", "é", "q/x"] {
+                let refused = try run(["append", "--db", name], in: folder, stdin: "{oops")
+                #expect(refused.status == 65 && refused.stderr.hasPrefix("Error: line 1: "), "\(name): \(refused.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: folder + "/" + String(name.prefix(1))), "\(name)")
+                let appended = try run(["append", "--db", name], in: folder, stdin: goodSample)
+                #expect(appended.status == 0 && appended.stdout.hasPrefix("appended 1,"), "\(name): \(appended.stderr)")
+            }
+            try FileManager.default.createDirectory(atPath: folder + "/here", withIntermediateDirectories: false)
+            #expect(try run(["append", "--db", "."], in: folder + "/here", stdin: "{oops").status == 65)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/here").isEmpty)
+            let here = try run(["append", "--db", "."], in: folder + "/here", stdin: goodSample)
+            #expect(here.status == 0 && here.stdout.hasPrefix("appended 1,"), "\(here.stderr)")
+        }
+    }
+
+    @Test("parentPath is deletingLastPathComponent, without its trap")
+    func parentPaths() {
+        let cases = ["/": "/", "ab": "", "ab/": "", "/a": "/", "a/b/": "a", "a//b": "a", "../x": "..", "..": "",
+                     "q/deep": "q", "x/A": "x", "/A": "/", "./A": ".", "a/b/c": "a/b", "A": "", ".": "", "A/": "", "é": "", "/a/b//": "/a"]
+        for (path, parent) in cases {
+            #expect(parentPath(path) == parent, "\(path)")
+            // Where Foundation does not trap, the two agree.
+            if !["A", ".", "A/", "é"].contains(path) {
+                #expect((path as NSString).deletingLastPathComponent == parent, "\(path)")
+            }
+        }
+    }
+
     /// An audit: a refused append or import left a new ledger in an empty directory given as
     /// `--db`. The directory stays, empty; one holding other files keeps every one of them.
     @Test("bad input leaves an empty --db directory empty, and never removes a directory's other files")
@@ -293,6 +331,12 @@ struct CommandTests {
             #expect(ledger(["client", "list", "--format", "csv"], db: db).stdout.split(separator: "\n").count == 2)
             #expect(ledger(["client", "rotate", "nobody"], db: db).stderr == "Error: no client named 'nobody'\n")
             #expect(ledger(["client", "rotate", "caf\u{E9}"], db: db).status == 0)
+            // Characters that print as nothing are refused: such rows read the same too.
+            for (name, code) in [("o\u{200B}ps", "200B"), ("ops\u{2060}", "2060"), ("\u{202E}spo", "202E"), ("o\u{7F}ps", "7F")] {
+                let run = ledger(["client", "add", name], db: db)
+                #expect(run.status == 65 && run.stderr.hasPrefix("Error: a client name must be visible characters: '") && run.stderr.contains("holds U+\(code),"), "\(run.stderr)")
+            }
+            #expect(ledger(["client", "list", "--format", "csv"], db: db).stdout.split(separator: "\n").count == 2)
         }
     }
 

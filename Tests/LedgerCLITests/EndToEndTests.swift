@@ -92,6 +92,10 @@ struct EndToEndTests {
             #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/full") == ["notes.txt"])
             let file = try runProcess(binary, ["backup", root + "/full/notes.txt", "--db", db])
             #expect(file.status == 1 && file.stderr.contains("it is a file"))
+            // A FIFO is named as one (a review: "it is a file").
+            #expect(mkfifo(root + "/fifo", 0o600) == 0)
+            let fifo = try runProcess(binary, ["backup", root + "/fifo", "--db", db])
+            #expect(fifo.status == 1 && fifo.stderr.contains("': it is a FIFO; a backup goes into"), "\(fifo.stderr)")
             let under = try runProcess(binary, ["backup", root + "/full/notes.txt/copy", "--db", db])
             #expect(under.status == 1 && under.stderr.hasPrefix("Error: cannot back up to '\(root)/full/notes.txt/copy': Not a directory"), "\(under.stderr)")
             #expect(try runProcess(binary, ["backup", db, "--db", db]).status == 64)
