@@ -942,7 +942,8 @@ public final class HTTPServer: @unchecked Sendable {
         let window: RecordedWindow
         do {
             // As `log --since` and `--until`: by the time each event was recorded.
-            switch try log.recordedWindow(since: arguments["since"], until: arguments["until"], name: { "'\($0)'" }) {
+            let since = arguments["since"].map(HTTPServer.offsetPlusRestored), until = arguments["until"].map(HTTPServer.offsetPlusRestored)
+            switch try log.recordedWindow(since: since, until: until, name: { "'\($0)'" }) {
             case .success(let found): window = found
             case .failure(let problem): return .error(400, problem.message)
             }
@@ -1067,12 +1068,8 @@ public final class HTTPServer: @unchecked Sendable {
                 if let seq = toSeqText {
                     guard let number = UInt64(digits: seq) else { return .error(400, "'to_seq' must be a whole number") }
                     target = .seq(number)
-                } else if var when = toText {
-                    // `?to=…T02:43:03+01:00` as typed: the query's `+` arrives as a space (form
-                    // encoding), and no offset begins with one, so it is read as the `+` meant.
-                    if when.utf8.count > 6, when.utf8.dropLast(5).last == UInt8(ascii: " ") {
-                        when = String(when.dropLast(6)) + "+" + String(when.suffix(5))
-                    }
+                } else if let typed = toText {
+                    let when = HTTPServer.offsetPlusRestored(typed)
                     guard let instant = try log.replayInstant(when) else {
                         let problem = EventLog.replayPointProblem(when) ?? "is no replay point"
                         return .error(400, "'to' \(problem), got '\(visibleCharacters(when))' (a '+' in it may be written %2B)")
@@ -1280,7 +1277,9 @@ public final class HTTPServer: @unchecked Sendable {
         // value at it before the server sees it.)
         for name in found.headers.keys {
             if let read = HTTPServer.readHeaders.first(where: { name.starts(with: $0) && name.count > $0.count }) {
-                return .error(400, "header '\(String(decoding: name, as: UTF8.self))' extends '\(String(decoding: read, as: UTF8.self))': folded onto a second line, or misspelled; send each header on one line")
+                // The rest is not echoed: folded from the value, it may be a bearer token (a
+                // review found one in the answer, where proxies and clients log error bodies).
+                return .error(400, "a header name extends '\(String(decoding: read, as: UTF8.self))' by \(name.count - read.count) more bytes (not shown): folded onto a second line, or misspelled; send each header on one line")
             }
         }
         func rawValues(_ name: String) -> [String] {
@@ -1334,6 +1333,14 @@ public final class HTTPServer: @unchecked Sendable {
             return .YES
         }, context)
         return found.problem.map { .error(400, $0) }
+    }
+
+    /// A time typed with an offset, `…T02:43:03+01:00`, in a query: its `+` arrives as a space
+    /// (form encoding), and no offset begins with one, so it is read as the `+` meant (`to=`,
+    /// and `since=` and `until=`, which refused it: a review).
+    static func offsetPlusRestored(_ when: String) -> String {
+        guard when.utf8.count > 6, when.utf8.dropLast(5).last == UInt8(ascii: " ") else { return when }
+        return String(when.dropLast(6)) + "+" + String(when.suffix(5))
     }
 
     /// The request headers the server reads, lower-cased.
