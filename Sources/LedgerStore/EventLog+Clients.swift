@@ -54,17 +54,28 @@ extension EventLog {
     private func nameKey(_ name: String) -> [UInt8] { [UInt8(ascii: "n")] + Digest.sha256(Array(name.utf8)) }
     private func tokenKey(_ digest: [UInt8]) -> [UInt8] { [UInt8(ascii: "t")] + digest }
 
+    /// A control (DEL and C1 too), a line or paragraph separator, or a format character other
+    /// than the two joiners and the tag characters.
+    static func isHiddenInName(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.properties.generalCategory {
+        case .control, .lineSeparator, .paragraphSeparator: return true
+        case .format: return !(scalar.value == 0x200C || scalar.value == 0x200D || (0xE0020...0xE007F).contains(scalar.value))
+        default: return false
+        }
+    }
+
     /// Creates a client and returns its token (`ldg_` and 64 hex digits), which is not stored.
     public func addClient(name: String, admin: Bool) throws -> String {
         guard !name.isEmpty, name.utf8.count <= EventDecoder.maxNameBytes,
               !name.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
             throw ClientError.invalidName("a client name must be 1 byte to 1 KiB with no control characters")
         }
-        // Nor characters that print as nothing (a review: 'ops', 'o\u{200B}ps' and 'ops\u{2060}'
-        // were three rows reading 'ops' in `client list`, and U+202E turned the line around):
-        // what an error message writes as `\u{…}` (`visibleCharacters`).
-        if visibleCharacters(name) != name, let hidden = name.unicodeScalars.first(where: { visibleCharacters(String($0)) != String($0) }) {
-            throw ClientError.invalidName("a client name must be visible characters: '\(visibleCharacters(name, limit: 60))' holds U+\(String(hidden.value, radix: 16, uppercase: true)), which prints as nothing or moves the text around it")
+        // Nor characters that print as nothing or reorder the text (a review: 'ops', 'o\u{200B}ps'
+        // and 'ops\u{2060}' were three rows reading 'ops' in `client list`, and U+202E turned
+        // the line around). The joiners that shape a name (U+200C, U+200D: Persian, emoji
+        // sequences) and tag characters (flags) are letters of it, and stay allowed.
+        if let hidden = name.unicodeScalars.first(where: EventLog.isHiddenInName) {
+            throw ClientError.invalidName("a client name must not hold characters that print as nothing or reorder the text: '\(visibleCharacters(name, limit: 60))' holds U+\(String(hidden.value, radix: 16, uppercase: true))")
         }
         let token = "ldg_" + Digest.randomBytes(32).hex
         let digest = Digest.sha256(Array(token.utf8))

@@ -278,13 +278,10 @@ public final class EventLog: Sendable {
         // Renamed away first: a process opening it by its path from here on finds no ledger,
         // rather than making a lock file nobody holds beside a data file not yet removed.
         let removing = directory + ".removing-\(getpid())"
-        guard rename(directory, removing) == 0 else {
-            // `.` or `..` (`--db .` in an empty folder), which no rename takes: its two files go
-            // instead, the data file first (a review: a refused append left them there).
-            guard errno == EINVAL || errno == EBUSY else { return false }
-            func gone(_ file: String) -> Bool { unlink(directory + "/" + file) == 0 || errno == ENOENT }
-            return gone("data.mdb") && gone("lock.mdb")
-        }
+        // (`--db .`, or a mount point, cannot be renamed: the ledger stays, empty. Removing its
+        // two files instead would let a process waiting on the lock file meanwhile make a new
+        // data file beside a lock file nobody else opens: a review.)
+        guard rename(directory, removing) == 0 else { return false }
         return (try? FileManager.default.removeItem(atPath: removing)) != nil
     }
 
