@@ -182,9 +182,12 @@ struct CommandContext {
             if !existed {
                 let removed = if let opened { opened.removeIfUntouched() } else { EventLog.removeUnopened(path: path) }
                 if removed, folderExisted { mkdir(path, folder.st_mode & 0o7777) }
-                // (`new/deep/..` names a folder already in the list: rmdir cannot take it.)
+                // (`new/deep/..` names a folder already in the list: rmdir cannot take it. And a
+                // path through `..` may name a folder that was there: `a/../b`, missing only
+                // while `a` was, is `./b` once the ledger's folders are made (a review: a
+                // refused `--db a/../b/../c` removed an empty `./b` of the user's).)
                 if removed {
-                    for made in madeAbove where !made.hasSuffix("/..") && !made.hasSuffix("/.") && made != ".." && made != "." {
+                    for made in madeAbove where !made.split(separator: "/").contains("..") && !made.hasSuffix("/.") && made != "." {
                         if rmdir(made) != 0 { break }
                     }
                 }

@@ -112,7 +112,7 @@ struct BadInputTests {
 
     @Test("bad input never creates a ledger, even when refused inside the transaction")
     func noLedgerCreated() throws {
-        withTemporaryLedger { db in
+        try withTemporaryLedger { db in
             #expect(ledger(["append"], stdin: "{oops", db: db).status == 65)
             #expect(!FileManager.default.fileExists(atPath: db))
             let unknownTarget = #"{"kind":"correction","target":"11111111-2222-4333-8444-555555555555","action":"retract","reason":"typo"}"#
@@ -129,6 +129,13 @@ struct BadInputTests {
             // `..` names a folder made already, which rmdir cannot take: the rest still go (a review).
             #expect(ledger(["append"], stdin: unknownTarget, db: db + "/new/deep/../x.db").status == 65)
             #expect(!FileManager.default.fileExists(atPath: db))
+            // A folder named through `..` that was there stays (a review: `a/../b`, missing while
+            // `a` was, named the user's empty `b` once `a` was made, and it was removed).
+            try FileManager.default.createDirectory(atPath: db + "/b", withIntermediateDirectories: true)
+            #expect(ledger(["append"], stdin: unknownTarget, db: db + "/a/../b/../c").status == 65)
+            #expect(FileManager.default.fileExists(atPath: db + "/b"))
+            #expect(!FileManager.default.fileExists(atPath: db + "/c"))
+            try FileManager.default.removeItem(atPath: db)
             // A folder made meanwhile by someone else, or holding anything, stays.
             try? FileManager.default.createDirectory(atPath: db + "/new", withIntermediateDirectories: true)
             try? Data().write(to: URL(fileURLWithPath: db + "/new/keep"))
