@@ -629,11 +629,11 @@ final class ExportStream {
     /// `memchr` per quote cost more than reading them all); others are walked byte by byte.
     private func followQuotes(_ bytes: ArraySlice<UInt8>) {
         let (doubles, singles) = ExportStream.quotes(in: bytes)
-        if singles == 0, quote != UInt8(ascii: "'") {
-            if doubles % 2 == 1 { quote = quote == 0 ? UInt8(ascii: "\"") : 0 }
+        if singles == 0 {
+            // (Inside a `'`-quoted value, every `"` is part of it.)
+            if quote != UInt8(ascii: "'"), doubles % 2 == 1 { quote = quote == 0 ? UInt8(ascii: "\"") : 0 }
             return
         }
-        if singles == 0 { return }  // all inside the `'`-quoted value
         for byte in bytes {
             if quote == 0 {
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") { quote = byte }
@@ -680,10 +680,10 @@ final class ExportStream {
         }
     }
 
-    /// The last `<` of `bytes` when none of them begins `<!` or `<?` (a `<` that ends them
-    /// may not either: the markup from their first `<` on is followed as before) and none is a `'`: only a
-    /// `'`-quoted value can hold a `"` that leaves the tags' count of them odd, and the state
-    /// the tags skipped would have left is then not the one at their last `<`.
+    /// The last `<` of `bytes` when none of them begins `<!` or `<?` (nor may one that ends
+    /// them: the markup from their first `<` on is then followed as before) and none is a `'`:
+    /// the tags skipped are taken to leave the text state at their last `<`, which only tags
+    /// quoted as Apple quotes them are trusted to (a `'` sends the read tag by tag).
     private static func lastOrdinaryTag(in bytes: ArraySlice<UInt8>) -> Int? {
         bytes.withUnsafeBufferPointer { buffer -> Int? in
             guard let base = buffer.baseAddress, memchr(base, Int32(UInt8(ascii: "'")), buffer.count) == nil else { return nil }

@@ -286,11 +286,7 @@ public final class Environment: @unchecked Sendable {
         defer { if readOnly { Environment.readDepth -= 1 } }
         var attempts = 0
         while true {
-            resizeLock.lockShared()
-            if let failure = mapFailure {
-                resizeLock.unlockShared()
-                throw failure
-            }
+            try lockSharedMapped()
             var txn: OpaquePointer?
             let code = mdb_txn_begin(handle, nil, readOnly ? UInt32(MDB_RDONLY) : 0, &txn)
             if code == MDB_MAP_RESIZED, attempts < 3 {
@@ -335,11 +331,7 @@ public final class Environment: @unchecked Sendable {
         var attempts = 0
         while true {
             let before = info.lastTransaction
-            resizeLock.lockShared()
-            if let failure = mapFailure {
-                resizeLock.unlockShared()
-                throw failure
-            }
+            try lockSharedMapped()
             let code = mdb_env_copyfd2(handle, fd, 0)
             resizeLock.unlockShared()
             if code == 0, isOnReadOnlyMedia, info.lastTransaction != before {
@@ -446,9 +438,13 @@ public final class Environment: @unchecked Sendable {
         }
     }
 
-    /// Why no transaction may begin (`unmapped`), or nil.
-    private var mapFailure: LedgerError? {
-        unmapped.load(ordering: .relaxed) ? LedgerError.mapCannotGrow(path: path, bytes: nil, reason: "its map could not be made after a failed resize") : nil
+    /// Takes `resizeLock` shared, as everything that reads the map does, and throws (holding
+    /// nothing) when a failed resize left no map (`unmapped`).
+    private func lockSharedMapped() throws {
+        resizeLock.lockShared()
+        guard unmapped.load(ordering: .relaxed) else { return }
+        resizeLock.unlockShared()
+        throw LedgerError.mapCannotGrow(path: path, bytes: nil, reason: "its map could not be made after a failed resize")
     }
 
     /// Whether `bytes` of address space can be mapped now, beside the map in use: asked of
