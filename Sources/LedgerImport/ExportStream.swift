@@ -285,6 +285,8 @@ final class ExportStream {
     private var raw = [UInt8](repeating: 0, count: 1 << 18)
     /// Bytes read from a pipe to tell a zip from XML, not yet handed over.
     private var unread: [UInt8] = []
+    /// Whether the last byte read was a carriage return (`normalizeLineEnds`).
+    private var afterCarriageReturn = false
 
     /// Whether the import was asked to stop (SIGINT or SIGTERM): a pipe, a terminal or a
     /// socket is waited on in short polls that ask it between them, since a read blocked on a
@@ -355,6 +357,7 @@ final class ExportStream {
                 carry = []
             } else {
                 bytesRead += Int64(count)
+                let count = normalizeLineEnds(count)
                 // The read is cleaned where it is, unless bytes held back go before it.
                 if carry.isEmpty {
                     pending = clean(raw[0..<count])
@@ -371,6 +374,48 @@ final class ExportStream {
     }
 
     private static let doctypeOpen = Array("<!DOCTYPE".utf8)
+
+    /// Turns the first `count` bytes of `raw` into XML's line ends, in place, and returns how
+    /// many there are now: a carriage return and the line feed after it become one line feed,
+    /// and a carriage return alone becomes one (XML 1.0 §2.11, what the parser does itself).
+    /// Done before anything else, so that line numbers, which libxml2 counts by line feeds,
+    /// are the file's in a file whose lines end with a carriage return alone (every error of
+    /// such a file named line 1), comments' kept line breaks included. A pair split between
+    /// two reads is one line end too.
+    private func normalizeLineEnds(_ count: Int) -> Int {
+        raw.withUnsafeMutableBufferPointer { buffer -> Int in
+            guard let base = buffer.baseAddress, count > 0 else { return count }
+            var read = 0
+            if afterCarriageReturn, base[0] == 0x0A { read = 1 }
+            afterCarriageReturn = false
+            guard let first = memchr(base + read, 0x0D, count - read) else {
+                if read == 0 { return count }
+                memmove(base, base + 1, count - 1)
+                return count - 1
+            }
+            var write = 0
+            let firstReturn = UnsafeMutableRawPointer(first).assumingMemoryBound(to: UInt8.self) - base
+            if read > 0 { memmove(base, base + read, firstReturn - read) }
+            write = firstReturn - read
+            read = firstReturn
+            while read < count {
+                let byte = base[read]
+                read += 1
+                if byte == 0x0D {
+                    base[write] = 0x0A
+                    if read < count {
+                        if base[read] == 0x0A { read += 1 }
+                    } else {
+                        afterCarriageReturn = true
+                    }
+                } else {
+                    base[write] = byte
+                }
+                write += 1
+            }
+            return write
+        }
+    }
 
     /// Drops the DOCTYPE and replaces forbidden control characters. Holds back a tail that
     /// might be the start of `<!DOCTYPE` split across reads.

@@ -263,7 +263,7 @@ public final class HealthExportReader {
             if failure == nil {
                 let root = String(cString: name)
                 failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)),
-                                                message: "the root element is <\(root.count > 60 ? root.prefix(60) + "…" : root)>, not <HealthData>; the file is not an Apple Health export")
+                                                message: "the root element is <\(visibleCharacters(root, limit: 60))>, not <HealthData>; the file is not an Apple Health export")
                 xml.stopParser(parser)
             }
             return

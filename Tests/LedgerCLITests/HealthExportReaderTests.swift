@@ -346,7 +346,7 @@ struct HealthExportReaderTests {
             (Array("<Record type=\"HKQuantityTypeIdentifierStepCount\" value=\"1\"/>\n".utf8), 1,
              "the root element is <Record>, not <HealthData>; the file is not an Apple Health export"),
             (Array(("<" + String(repeating: "r", count: 100) + "/>").utf8), 1,
-             "the root element is <" + String(repeating: "r", count: 60) + "…>, not <HealthData>; the file is not an Apple Health export"),
+             "the root element is <" + String(repeating: "r", count: 60) + "… (40 more characters)>, not <HealthData>; the file is not an Apple Health export"),
         ]
         for (text, line, message) in cases {
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-\(UUID().uuidString).xml").path
@@ -359,6 +359,69 @@ struct HealthExportReaderTests {
                 #expect(gotLine == line, "\(gotMessage)")
                 #expect(gotMessage == message)
                 return !gotMessage.contains("\n")
+            }
+        }
+    }
+
+    @Test("lines ending in a carriage return alone or with a line feed are counted as the file's lines, across reads and comments")
+    func carriageReturnLines() throws {
+        func record(_ value: Int, source: String = "a") -> String {
+            #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="\#(source)" value="\#(value)"/>"#
+        }
+        for end in ["\r", "\r\n", "\n"] {
+            // Records on lines 3 and 6 (a comment of two line ends between), then a broken tag
+            // on line 7.
+            let text = "<?xml version=\"1.0\"?>" + end + "<HealthData>" + end + " " + record(1) + end
+                + "<!-- a" + end + "b -->" + end + " " + record(2) + end + " <Record type=\"t\" sourceName=iPhone/>" + end
+            let path = try write(text)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let reader = try HealthExportReader(path: path)
+            let first = try reader.next()
+            #expect(first?.line == 3, "\(Array(end.utf8))")
+            #expect(try reader.next()?.line == 6, "\(Array(end.utf8))")
+            #expect {
+                _ = try reader.next()
+            } throws: { error in
+                guard case ImportError.malformed(_, let line, let message) = error else { return false }
+                #expect(line == 7, "\(Array(end.utf8)): \(message)")
+                return true
+            }
+        }
+        // A carriage return inside a value ends a line too (XML's line ends come before its
+        // values), and the value holds a space for it, as libxml2 gave before.
+        do {
+            let path = try write("<HealthData>\n " + record(1, source: "a\rb") + "\n <Record sourceName=x/>\n</HealthData>\n")
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let reader = try HealthExportReader(path: path)
+            let first = try reader.next()
+            #expect(first?.sourceName == "a b")
+            #expect(first?.line == 3)  // where its tag ends
+            #expect {
+                _ = try reader.next()
+            } throws: { error in
+                guard case ImportError.malformed(_, let line, _) = error else { return false }
+                #expect(line == 4)
+                return true
+            }
+        }
+        // A carriage return that ends one read (of 256 KiB) with its line feed beginning the
+        // next is one line end, and one alone at the end of a read is one.
+        for pair in [true, false] {
+            var text = "<HealthData>\r\n " + record(1) + "\r\n"  // the record on line 2
+            // Line 3, blank, ends with the read.
+            text += String(repeating: " ", count: (1 << 18) - 1 - text.utf8.count) + "\r" + (pair ? "\n" : "")
+            text += " " + record(2) + "\r\n <Record sourceName=x/>\r\n"  // lines 4 and 5
+            let path = try write(text)
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            let reader = try HealthExportReader(path: path)
+            #expect(try reader.next()?.line == 2)
+            #expect(try reader.next()?.line == 4, "pair: \(pair)")
+            #expect {
+                _ = try reader.next()
+            } throws: { error in
+                guard case ImportError.malformed(_, let line, _) = error else { return false }
+                #expect(line == 5, "pair: \(pair)")
+                return true
             }
         }
     }

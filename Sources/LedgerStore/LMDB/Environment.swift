@@ -355,7 +355,7 @@ public final class Environment: @unchecked Sendable {
     /// begin before the first is in the meta page read here).
     private func checkUnchanged(since txn: OpaquePointer) throws {
         let snapshot = Int(mdb_txn_id(txn))
-        guard info.lastTransaction == snapshot else {
+        guard mappedInfo.lastTransaction == snapshot else {
             throw LedgerError.readOnlyMedia(path: path, reason: "the ledger changed while it was read without LMDB's lock (a process writes to it through another mount), so what was read may be torn and is not used; read it where it is writable")
         }
     }
@@ -405,7 +405,7 @@ public final class Environment: @unchecked Sendable {
     /// is an estimate; the map still doubles when full); without, `mapCannotGrow` is thrown.
     private func growMap(fallBack: Bool = false, _ size: (_ mapSize: Int, _ used: Int) -> Int) throws {
         try resizeLock.withExclusive {
-            let state = info
+            let state = mappedInfo
             var next = size(state.mapSize, (state.lastPage + 1) * pageSize)
             guard next > state.mapSize else { return }
             // LMDB lets the old map go before it makes the new one: what must fit beside the
@@ -466,9 +466,17 @@ public final class Environment: @unchecked Sendable {
         (try? read { Int(mdb_txn_id($0.handle)) }) ?? info.lastTransaction
     }
 
-    /// Sizes and positions from `mdb_env_info`.
+    /// Sizes and positions from `mdb_env_info`, read with `resizeLock` shared (LMDB reads them
+    /// from its meta pages, which are in the map another thread may be replacing: `stats`
+    /// read them unlocked).
     public var info: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
-        // (LMDB reads them from its meta pages, which are in the map.)
+        guard (try? lockSharedMapped()) != nil else { return (0, 0, 0, 0) }
+        defer { resizeLock.unlockShared() }
+        return mappedInfo
+    }
+
+    /// `info`, with `resizeLock` held by the caller (either way).
+    private var mappedInfo: (mapSize: Int, lastPage: Int, lastTransaction: Int, readersUsed: Int) {
         if unmapped.load(ordering: .relaxed) { return (0, 0, 0, 0) }
         var info = MDB_envinfo()
         mdb_env_info(handle, &info)
