@@ -153,7 +153,7 @@ func formatSize(_ bytes: Int) -> String {
 /// Parses a non-negative whole number option.
 func parseCount(_ text: String, option: String, usage: String) throws -> UInt64 {
     guard let value = UInt64(digits: text) else {
-        throw CLIError.usage("option '--\(option)' needs a whole number ≥ 0, got '\(text)'", usage: usage)
+        throw CLIError.usage("option '--\(option)' needs a whole number from 0 to \(UInt64.max), got '\(text)'", usage: usage)
     }
     return value
 }

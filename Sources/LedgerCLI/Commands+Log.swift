@@ -397,6 +397,10 @@ extension Commands {
             ("head_hash", .string(stats.head.hash.hex)),
             ("head_recorded", stats.head.recorded.map { .string($0.rfc3339) } ?? .null),
             ("zone", .string(stats.zone)),
+            // The IANA release of the zone rules days are counted in: the database inside
+            // this binary (ICU's, in Foundation), not the machine's, so that an auditor can
+            // keep it beside the hash and the zone.
+            ("zone_data_version", .string(TimeZone.timeZoneDataVersion)),
             ("created", stats.created.map { .string($0) } ?? .null),
         ]
         for kind in EventKind.allCases {

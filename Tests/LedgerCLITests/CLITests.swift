@@ -535,6 +535,10 @@ struct CommandTests {
             #expect(row["events_sample"] == .int(4))
             #expect(row["events_grant"] == .int(1))
             #expect(row["zone"] == .string("America/New_York"))
+            // The release of the zone rules inside the binary (a review: the README said the
+            // machine's database was used), as the IANA names them: 2025b.
+            let zoneData = row["zone_data_version"]?.stringValue ?? ""
+            #expect(zoneData == TimeZone.timeZoneDataVersion && zoneData.wholeMatch(of: /20[0-9]{2}[a-z]/) != nil, "\(zoneData)")
             // The projections were folded in the append's transaction, through the head.
             #expect(row["projections_position"] == .int(5))
             #expect(row["projections_fold_version"] == .int(Int64(ActivityFold.version)))
@@ -767,7 +771,9 @@ struct CommandTests {
                 (["subscribe", "daily", "--from", "abc"], "Error: '--from' must be a seq, now, or SEQ.K"),
                 (["serve", "--listen", "127.0.0.1:+80"], "Error: '--listen' needs HOST:PORT, like 127.0.0.1:8080, got '127.0.0.1:+80'\n"),
                 (["log", "--limit", "+1"], "Error: option '--limit' needs a whole number from 0 to "),
-                (["replay", "--projection", "daily", "--to-seq", "+1"], "Error: option '--to-seq' needs a whole number ≥ 0, got '+1'\n"),
+                (["replay", "--projection", "daily", "--to-seq", "+1"], "Error: option '--to-seq' needs a whole number from 0 to 18446744073709551615, got '+1'\n"),
+                (["replay", "--projection", "daily", "--to-seq", "18446744073709551616"],
+                 "Error: option '--to-seq' needs a whole number from 0 to 18446744073709551615, got '18446744073709551616'\n"),
                 // A --user no event can have (an unset variable in a script) matched nothing and exited 0.
                 (["project", "daily", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger project"),
                 (["replay", "--to-seq", "1", "--user", ""], "Error: '--user' must not be empty\nUsage: ledger replay"),
