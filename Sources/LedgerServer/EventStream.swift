@@ -48,6 +48,9 @@ final class EventStream: @unchecked Sendable {
     private var sentOfNext: Int
     private var pending: [UInt8] = []
     private var pendingOffset = 0
+    /// The changes formatted into `pending`, in order, where a non-admin client reads them:
+    /// each is checked against the client's grants again on every `fill` until it is sent.
+    private var marks: [Mark] = []
     /// Set by `end(because:)`: once `pending` is sent, the stream ends.
     private var ended = false
     /// The last read stopped at its page's limit: the next one goes to `streamReads`.
@@ -66,6 +69,17 @@ final class EventStream: @unchecked Sendable {
         var closing = false
     }
     private let lock = Mutex(WakeState())
+
+    /// One change in `pending`: where its bytes begin, its place in the log (`seq`, and `k`
+    /// among the seq's changes the filter selects), and its user and type (nil for a `grants`
+    /// row naming the client, which no revoke hides).
+    private struct Mark {
+        var start: Int
+        var seq: UInt64
+        var k: Int
+        var user: String
+        var type: QuantityType?
+    }
 
     init(connection: OpaquePointer, server: HTTPServer, filter: ChangeFilter, rawEvents: Bool = false,
          client: APIClient?, cursor: UInt64, sentOfNext: Int = 0) {
@@ -95,17 +109,20 @@ final class EventStream: @unchecked Sendable {
         // it heard only heartbeats, as a stream with nothing new does, and could not tell that
         // its access was gone (an audit). Its reconnect is told why (403). A stream that can
         // still read some of its types goes on, without the revoked ones' changes.
-        // One look at the client's grants serves this check and the changes read below.
+        // One look at the client's grants serves this check and the one of the changes
+        // formatted but not yet sent.
         let check = server.access.readCheck(for: client)
         if let projection = filter.projection, check.refusal(projection: projection, user: filter.user, type: filter.type) != nil {
             return -1
         }
+        dropRevoked(check)
         while pendingOffset >= pending.count {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
+            marks.removeAll(keepingCapacity: true)
             if ended || lock.withLock({ $0.closing }) { return -1 }
             if catchingUp { return readOffThread() }
-            let moved = read(check, limit: EventStream.inlineLimit)
+            let moved = read(limit: EventStream.inlineLimit)
             if !pending.isEmpty || catchingUp { continue }
             // Changes the filter or the client's grants left out still moved the cursor: read
             // on rather than suspend until the next commit or heartbeat.
@@ -151,8 +168,7 @@ final class EventStream: @unchecked Sendable {
         }
         guard queued else { return -1 }
         server.streamReads.async { [self] in
-            let check = server.access.readCheck(for: client)
-            while read(check, limit: EventStream.pageLimit), pending.isEmpty, catchingUp,
+            while read(limit: EventStream.pageLimit), pending.isEmpty, catchingUp,
                   !lock.withLock({ $0.closing }) {}
             lock.withLock { state in
                 state.reading = false
@@ -165,18 +181,23 @@ final class EventStream: @unchecked Sendable {
 
     /// Reads up to `limit` changes or events after the cursor into `pending`, setting
     /// `catchingUp` when the page was cut at its limit. Returns whether the cursor moved.
-    private func read(_ check: Access.ReadCheck, limit: Int) -> Bool {
-        rawEvents ? readEvents(limit: limit) : readChanges(check, limit: limit)
+    private func read(limit: Int) -> Bool {
+        rawEvents ? readEvents(limit: limit) : readChanges(limit: limit)
     }
 
     /// Reads changes after the cursor into `pending`, grouped by seq, keeping only what this
-    /// client may read now (a revoke takes effect from the next read). Returns whether the
-    /// cursor moved.
-    private func readChanges(_ check: Access.ReadCheck, limit: Int) -> Bool {
+    /// client may read now. Returns whether the cursor moved.
+    private func readChanges(limit: Int) -> Bool {
         guard let (changes, through, cut) = try? server.log.changePage(after: cursor, limit: limit, filter: filter) else {
             catchingUp = false
             return false
         }
+        // The grants are looked up after the page is read, each page anew: a revoke committed
+        // before any change of the page is seen. Looked up once before a catch-up's pages, a
+        // stream walking a revoked user's pages sent the revoked type, changes committed after
+        // the revoke included (a review).
+        let check = server.access.readCheck(for: client)
+        let marking = client.map { !$0.admin } ?? false
         catchingUp = cut
         var bySeq: [(UInt64, [StoredChange])] = []
         for change in changes {
@@ -190,12 +211,37 @@ final class EventStream: @unchecked Sendable {
             let skip = seq == cursor &+ 1 ? sentOfNext : 0
             for (k, change) in group.enumerated() where k >= skip && check.mayRead(change) {
                 let id = k == group.count - 1 ? "\(seq)" : "\(seq).\(k)"
+                if marking { marks.append(Mark(start: pending.count, seq: seq, k: k, user: change.user, type: change.type)) }
                 pending += Array("id: \(id)\nevent: change\ndata: ".utf8) + change.json + [0x0A, 0x0A]
             }
         }
         if through > cursor { sentOfNext = 0 }
         defer { cursor = through }
         return through != cursor
+    }
+
+    /// Takes out of `pending` the changes not yet begun to be sent from the first one `check`
+    /// no longer lets the client read on (its type revoked since the page was read), and moves
+    /// the cursor back to it: the next read formats what comes after it with the grants as
+    /// they are now. A page of up to `pageLimit` changes is sent over many `fill`s, and a
+    /// revoke committed meanwhile stopped delivery only from the next page (a review; SPEC
+    /// §9.1: the moment a revoke is committed). A change already partly sent is finished.
+    private func dropRevoked(_ check: Access.ReadCheck) {
+        guard !marks.isEmpty else { return }
+        // The first change not yet begun (marks are in the order of their bytes).
+        var low = 0, high = marks.count
+        while low < high {
+            let middle = (low + high) / 2
+            if marks[middle].start >= pendingOffset { high = middle } else { low = middle + 1 }
+        }
+        guard let revoked = marks[low...].firstIndex(where: { mark in
+                  mark.type.map { !check.mayRead(user: mark.user, type: $0) } ?? false
+              }) else { return }
+        let mark = marks[revoked]
+        pending.removeSubrange(mark.start...)
+        marks.removeSubrange(revoked...)
+        cursor = mark.seq - 1
+        sentOfNext = mark.k
     }
 
     /// Reads events after the cursor into `pending`, those the filter passes. Returns whether

@@ -1113,6 +1113,51 @@ struct ServerTests {
     /// read them, so a grant or revoke committed between a disconnect and the reconnect moved
     /// it onto another change: the resumed stream repeated one, or lost two. And a removed
     /// client's open stream went on delivering.
+    /// A catch-up reads pages on the server's stream queue for as long as they hold nothing the
+    /// client may read: the grants were looked up once before them, so a stream walking a
+    /// user's unreadable changes went on with the grants of its start, and sent a revoked
+    /// type's changes, ones committed after the revoke included (a review).
+    @Test("a revoke committed while a stream catches up through changes the client may not read stops its type at once")
+    func revokeDuringCatchUp() throws {
+        try withServer { f in
+            let coach = try f.addClient("coach")
+            let coachAuth = ["Authorization": "Bearer \(coach)"]
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["steps","distance"]}"#).status == 200)  // seq 1
+            // ann's energy, which the coach may not read: one sample a day, so each changes a
+            // daily row (hundreds of pages of changes to walk).
+            let count = 20_000
+            var lines = ""
+            for day in 0..<count {
+                let date = Timestamp(microseconds: Int64(day) * 86_400_000_000 - 5_364_662_400_000_000).rfc3339.prefix(10)
+                lines += #"{"kind":"sample","user":"ann","type":"active-energy","value":1,"unit":"kcal","start":"\#(date)T08:00:00Z","end":"\#(date)T09:00:00Z","source":"w"}"# + "\n"
+            }
+            let appended = try f.appendFromAnotherProcess(lines)
+            try #require(appended.status == 0, "\(appended.stderr)")
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=ann&from=0", headers: coachAuth)
+            #expect(stream.status == 200)
+            #expect(try stream.next()?.comment == "stream from seq 0")
+            // While it walks the energy: the revoke, then a steps sample after it.
+            #expect(try f.post(#"{"kind":"revoke","user":"ann","client":"coach","read":["steps"]}"#).status == 200)  // seq count + 2
+            #expect(try f.post(step(minute: 0)).status == 200)  // seq count + 3
+            // Nothing is delivered: energy is not readable, steps no longer. A heartbeat at the
+            // head says the stream got there.
+            let head = count + 3
+            var reached = false
+            for _ in 0..<120 {
+                guard let event = try stream.next(timeout: 10) else { break }
+                guard let comment = event.comment else {
+                    Issue.record("delivered after the revoke: \(event)")
+                    break
+                }
+                if comment.hasPrefix("heartbeat "), Int(comment.dropFirst(10)) == head { reached = true; break }
+            }
+            #expect(reached, "the stream did not reach the head")
+            // The distance the coach may still read comes.
+            #expect(try f.post(#"{"kind":"sample","user":"ann","type":"distance","value":5,"unit":"m","start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"iPhone"}"#).status == 200)
+            #expect(seqs(try stream.nextChange()) == [head + 1])
+        }
+    }
+
     @Test("SEQ.K names the same change whatever the client may read: resuming across a grant or revoke repeats and loses nothing; a removed client's stream ends")
     func resumeAcrossGrants() throws {
         try withServer { f in
