@@ -51,6 +51,9 @@ final class EventStream: @unchecked Sendable {
     /// The changes formatted into `pending`, in order, where a non-admin client reads them:
     /// each is checked against the client's grants again on every `fill` until it is sent.
     private var marks: [Mark] = []
+    /// What each user of `marks` let the client read when they were formatted (by the user's
+    /// bytes): while no set has lost a type, `marks` need no look (`dropRevoked`).
+    private var markedReads: [[UInt8]: (user: String, read: Set<QuantityType>)] = [:]
     /// Set by `end(because:)`: once `pending` is sent, the stream ends.
     private var ended = false
     /// The last read stopped at its page's limit: the next one goes to `streamReads`.
@@ -120,6 +123,7 @@ final class EventStream: @unchecked Sendable {
             pending.removeAll(keepingCapacity: true)
             pendingOffset = 0
             marks.removeAll(keepingCapacity: true)
+            markedReads.removeAll()
             if ended || lock.withLock({ $0.closing }) { return -1 }
             if catchingUp { return readOffThread() }
             let moved = read(limit: EventStream.inlineLimit)
@@ -211,7 +215,11 @@ final class EventStream: @unchecked Sendable {
             let skip = seq == cursor &+ 1 ? sentOfNext : 0
             for (k, change) in group.enumerated() where k >= skip && check.mayRead(change) {
                 let id = k == group.count - 1 ? "\(seq)" : "\(seq).\(k)"
-                if marking { marks.append(Mark(start: pending.count, seq: seq, k: k, user: change.user, type: change.type)) }
+                if marking {
+                    marks.append(Mark(start: pending.count, seq: seq, k: k, user: change.user, type: change.type))
+                    let key = Array(change.user.utf8)  // users are told apart by their bytes
+                    if markedReads[key] == nil { markedReads[key] = (change.user, check.grant(user: change.user).read) }
+                }
                 pending += Array("id: \(id)\nevent: change\ndata: ".utf8) + change.json + [0x0A, 0x0A]
             }
         }
@@ -226,8 +234,17 @@ final class EventStream: @unchecked Sendable {
     /// they are now. A page of up to `pageLimit` changes is sent over many `fill`s, and a
     /// revoke committed meanwhile stopped delivery only from the next page (a review; SPEC
     /// §9.1: the moment a revoke is committed). A change already partly sent is finished.
+    /// Only when some user's grants lost a type since the marks were formatted are they
+    /// looked at: a page holds whole seqs, and one seq can change thousands of rows (a zone
+    /// change re-buckets a user's every day), which `fill`, 16 KB at a time, looked through
+    /// again and again on libmicrohttpd's one thread (a review).
     private func dropRevoked(_ check: Access.ReadCheck) {
-        guard !marks.isEmpty else { return }
+        guard !marks.isEmpty,
+              markedReads.values.contains(where: { !check.grant(user: $0.user).read.isSuperset(of: $0.read) }) else { return }
+        // What the marks left after this are formatted under: all of them readable now.
+        defer {
+            for (key, value) in markedReads { markedReads[key] = (value.user, check.grant(user: value.user).read) }
+        }
         // The first change not yet begun (marks are in the order of their bytes).
         var low = 0, high = marks.count
         while low < high {

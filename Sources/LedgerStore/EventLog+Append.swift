@@ -220,6 +220,15 @@ extension EventLog {
             if !shared[key]!.contains(sample.type) {
                 return .notShared(location: location, message: "\(place)user '\(sample.user)' has not granted client '\(client)' share on \(sample.type.rawValue) (as of this batch's commit)")
             }
+            // A sync id is the user's and source's, whatever the type (SPEC §3.1): a sample
+            // of a shared type replaced, or reported superseded by, one of a type not shared
+            // (a review: `share` on steps retracted a distance sample, and told its version).
+            if let syncId = sample.syncId,
+               let stored = try txn.get(sync, StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)), stored.count == 16,
+               let state = try txn.get(samples, Array(stored[8..<16])).flatMap(SampleState.init),
+               !shared[key]!.contains(state.type) {
+                return .notShared(location: location, message: "\(place)'syncId' '\(visibleCharacters(syncId, limit: 64))' of source '\(visibleCharacters(sample.source.name, limit: 64))' names a sample of a type user '\(sample.user)' has not granted client '\(client)' share on (as of this batch's commit)")
+            }
         }
         return nil
     }

@@ -125,6 +125,36 @@ struct ServerTests {
         }
     }
 
+    /// A sync id is the user's and source's, whatever the type (SPEC §3.1): `share` on steps
+    /// replaced a distance sample by its sync id, and a lower version told the sample's
+    /// version (a review).
+    @Test("a non-admin's sample cannot replace, or probe, a sample of a type not shared through its syncId")
+    func syncIdAcrossTypes() throws {
+        try withServer { f in
+            let coach = try f.addClient("coach")
+            func sample(_ type: String, _ value: Int, syncId: String, version: Int) -> String {
+                #"{"kind":"sample","user":"ann","type":"\#(type)","value":\#(value),"unit":"\#(type == "steps" ? "count" : "m")","start":"2026-11-02T08:00:00Z","end":"2026-11-02T09:00:00Z","source":"iPhone","syncId":"\#(syncId)","syncVersion":\#(version)}"#
+            }
+            #expect(try f.post(sample("distance", 800, syncId: "s1", version: 5)).status == 200)  // seq 1
+            #expect(try f.post(#"{"kind":"grant","user":"ann","client":"coach","read":["steps"],"share":["steps"]}"#).status == 200)
+            for version in [4, 5, 6] {
+                let refused = try f.post(sample("steps", 1, syncId: "s1", version: version), token: coach)
+                #expect(refused.status == 403, "\(version): \(refused.body)")
+                #expect(refused.body.contains("'syncId' 's1' of source 'iPhone' names a sample of a type user 'ann' has not granted client 'coach' share on"), "\(refused.body)")
+            }
+            let distance = try http("GET", port: f.port, path: "/v1/projections/daily?user=ann&type=distance", headers: f.auth)
+            #expect(distance.body.contains(#""value":800"#), "\(distance.body)")
+            // Its own type's versions replace each other as before.
+            #expect(try f.post(sample("steps", 10, syncId: "s2", version: 1), token: coach).status == 200)
+            let replaced = try f.post(sample("steps", 20, syncId: "s2", version: 2), token: coach)
+            #expect(replaced.status == 200 && replaced.body.contains(#""superseded":0"#) && replaced.body.contains(#""appended":1"#), "\(replaced.body)")
+            let steps = try http("GET", port: f.port, path: "/v1/projections/daily-steps?user=ann", headers: f.auth)
+            #expect(steps.body.contains(#""value":20"#), "\(steps.body)")
+            // An admin may (SPEC §3.1 keys sync ids by user and source only).
+            #expect(try f.post(sample("steps", 30, syncId: "s1", version: 6)).status == 200)
+        }
+    }
+
     /// The token was checked when a request's headers came: an audit sent a body slowly,
     /// removed the client meanwhile, and its event was appended 20 s after the removal.
     @Test("a POST whose body ends after its client was removed or its token rotated is a 401, with nothing appended")
@@ -1155,6 +1185,51 @@ struct ServerTests {
             // The distance the coach may still read comes.
             #expect(try f.post(#"{"kind":"sample","user":"ann","type":"distance","value":5,"unit":"m","start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"iPhone"}"#).status == 200)
             #expect(seqs(try stream.nextChange()) == [head + 1])
+        }
+    }
+
+    /// A page holds whole seqs, so one zone change that moves a user's every day is one page of
+    /// thousands of changes, sent 16 KB at a time: a revoke committed meanwhile let the rest of
+    /// it be sent (a review). Its changes here are about 23 MB, far more than the kernel holds
+    /// for a socket whose reader has stopped (a few MB).
+    @Test("a revoke committed while a page of changes is being sent stops its type within the page; the stream goes on with what is still granted")
+    func revokeDuringPage() throws {
+        try withServer { f in
+            let coach = try f.addClient("coach")
+            let coachAuth = ["Authorization": "Bearer \(coach)"]
+            let user = String(repeating: "a", count: 1_000)  // long rows: fewer changes to fold
+            #expect(try f.post(#"{"kind":"grant","user":"\#(user)","client":"coach","read":["steps","distance"]}"#).status == 200)  // seq 1
+            // One sample a day, at 20:00Z, of a different value each day: in Tokyo each is the
+            // next day's, so the zone change below changes every daily row.
+            let count = 10_000
+            var lines = ""
+            for day in 0..<count {
+                let date = Timestamp(microseconds: Int64(day) * 86_400_000_000 - 1_577_923_200_000_000).rfc3339.prefix(10)
+                lines += #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(day + 1),"start":"\#(date)T20:00:00Z","end":"\#(date)T20:30:00Z","source":"w"}"# + "\n"
+            }
+            let appended = try f.appendFromAnotherProcess(lines)
+            try #require(appended.status == 0, "\(appended.stderr)")
+            let zoneSeq = count + 2
+            let stream = try SSEStream(port: f.port, path: "/v1/subscribe/daily?user=\(user)&from=\(zoneSeq - 1)", headers: coachAuth)
+            #expect(stream.status == 200)
+            #expect(try f.post(#"{"kind":"profile","user":"\#(user)","zone":"Asia/Tokyo"}"#).status == 200)  // seq zoneSeq
+            // The page is being sent: its first change has come. The reader stops, the kernel's
+            // buffers fill, and the steps are revoked.
+            let first = try stream.nextChange(timeout: 120)
+            #expect(first?.id?.hasPrefix("\(zoneSeq).") == true, "\(String(describing: first))")
+            #expect(try f.post(#"{"kind":"revoke","user":"\#(user)","client":"coach","read":["steps"]}"#).status == 200)  // zoneSeq + 1
+            #expect(try f.post(#"{"kind":"sample","user":"\#(user)","type":"distance","value":5,"unit":"m","start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:01:00Z","source":"iPhone"}"#).status == 200)  // zoneSeq + 2
+            // What comes after: the rest of what was handed over (a few MB) of the zone change's
+            // steps, then the distance, the next change the coach may read.
+            var steps = 1
+            var next: SSEEvent?
+            while let event = try stream.nextChange(timeout: 120) {
+                if event.id?.hasPrefix("\(zoneSeq)") == true { steps += 1; continue }
+                next = event
+                break
+            }
+            #expect(steps < count * 3 / 4, "\(steps) of the \(count) steps changes came after the revoke")
+            #expect(next?.id == "\(zoneSeq + 2)", "\(String(describing: next))")
         }
     }
 
