@@ -385,28 +385,25 @@ final class ExportStream {
     private func normalizeLineEnds(_ count: Int) -> Int {
         raw.withUnsafeMutableBufferPointer { buffer -> Int in
             guard let base = buffer.baseAddress, count > 0 else { return count }
-            var read = 0
-            if afterCarriageReturn, base[0] == 0x0A { read = 1 }
+            // The line feed of a pair the last read ended inside is dropped.
+            var read = afterCarriageReturn && base[0] == 0x0A ? 1 : 0
             afterCarriageReturn = false
-            guard let first = memchr(base + read, 0x0D, count - read) else {
-                if read == 0 { return count }
-                memmove(base, base + 1, count - 1)
-                return count - 1
-            }
             var write = 0
-            let firstReturn = UnsafeMutableRawPointer(first).assumingMemoryBound(to: UInt8.self) - base
-            if read > 0 { memmove(base, base + read, firstReturn - read) }
-            write = firstReturn - read
-            read = firstReturn
+            if read == 0 {
+                // The bytes before the first carriage return stay where they are.
+                guard let first = memchr(base, 0x0D, count) else { return count }
+                read = UnsafeMutableRawPointer(first).assumingMemoryBound(to: UInt8.self) - base
+                write = read
+            }
             while read < count {
                 let byte = base[read]
                 read += 1
                 if byte == 0x0D {
                     base[write] = 0x0A
-                    if read < count {
-                        if base[read] == 0x0A { read += 1 }
-                    } else {
+                    if read == count {
                         afterCarriageReturn = true
+                    } else if base[read] == 0x0A {
+                        read += 1
                     }
                 } else {
                     base[write] = byte

@@ -223,11 +223,10 @@ extension EventLog {
             // A sync id is the user's and source's, whatever the type (SPEC §3.1): a sample
             // of a shared type replaced, or reported superseded by, one of a type not shared
             // (a review: `share` on steps retracted a distance sample, and told its version).
-            if let syncId = sample.syncId,
-               let stored = try txn.get(sync, StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)), stored.count == 16,
-               let state = try txn.get(samples, Array(stored[8..<16])).flatMap(SampleState.init),
+            if let synced = try syncedVersion(of: sample, in: txn),
+               let state = try txn.get(samples, synced.position).flatMap(SampleState.init),
                !shared[key]!.contains(state.type) {
-                return .notShared(location: location, message: "\(place)'syncId' '\(visibleCharacters(syncId, limit: 64))' of source '\(visibleCharacters(sample.source.name, limit: 64))' names a sample of a type user '\(sample.user)' has not granted client '\(client)' share on (as of this batch's commit)")
+                return .notShared(location: location, message: "\(place)'syncId' '\(visibleCharacters(synced.syncId, limit: 64))' of source '\(visibleCharacters(sample.source.name, limit: 64))' names a sample of a type user '\(sample.user)' has not granted client '\(client)' share on (as of this batch's commit)")
             }
         }
         return nil
@@ -373,21 +372,29 @@ extension EventLog {
         return result
     }
 
+    /// The version of `sample`'s `syncId` (its user's and source's) the log holds, and the
+    /// position of the sample that carries it; nil for a sample without one, or a first one.
+    private func syncedVersion(of sample: Sample, in txn: Transaction) throws -> (syncId: String, version: Int64, position: [UInt8])? {
+        guard let syncId = sample.syncId,
+              let stored = try txn.get(sync, StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)),
+              stored.count == 16 else { return nil }
+        return (syncId, Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8]))), Array(stored[8..<16]))
+    }
+
     /// Records an admitted sample at `position` (its seq) in the `samples` and `sync` indexes,
     /// marking the version it replaces as superseded. False, with nothing written, when the log
     /// already holds an equal or higher `syncVersion` of it.
     private func index(_ sample: Sample, at position: SeqKey, in txn: Transaction, through cursor: WriteCursor) throws -> Bool {
         if let syncId = sample.syncId, let version = sample.syncVersion {
-            let key = StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId)
-            if let stored = try txn.get(sync, key), stored.count == 16 {
-                guard version > Int64(bitPattern: UInt64(bigEndianBytes: Array(stored[0..<8]))) else { return false }
-                let old = Array(stored[8..<16])
-                if var state = try txn.get(samples, old).flatMap(SampleState.init) {
+            if let stored = try syncedVersion(of: sample, in: txn) {
+                guard version > stored.version else { return false }
+                if var state = try txn.get(samples, stored.position).flatMap(SampleState.init) {
                     state.status = .superseded
-                    try txn.put(samples, old, state.encoded)
+                    try txn.put(samples, stored.position, state.encoded)
                 }
             }
-            try txn.put(sync, key, UInt64(bitPattern: version).bigEndianBytes + position.value.bigEndianBytes)
+            try txn.put(sync, StateKey.sync(user: sample.user, source: sample.source.name, syncId: syncId),
+                        UInt64(bitPattern: version).bigEndianBytes + position.value.bigEndianBytes)
         }
         try SampleState.putActive(sample, at: position, through: cursor)
         return true
