@@ -178,3 +178,49 @@ struct DirectDecodeTests {
         }
     }
 }
+
+/// An object on one line is read as NDJSON of one line (`EventInput.shape`), what an HTTP
+/// client POSTs: it must give what the same object read as a single document gives.
+@Suite("one-line objects")
+struct OneLineObjectTests {
+    @Test("an object on one line gives the event, or the error, it gives spread over lines", arguments: [UInt64(5), 6])
+    func sameAsSpread(seed: UInt64) throws {
+        var random = SeededGenerator(seed: seed)
+        var events = 0, errors = 0
+        for _ in 0..<2_000 {
+            let text = DirectDecodeTests.randomObject(&random)
+            // The same tokens with line feeds inside the braces: read as one document.
+            let spread = "{\n" + text.dropFirst().dropLast() + "\n}"
+            func prepared(_ text: String) -> Result<[(InputLocation, PreparedEvent)], InputError> {
+                Result { () throws(InputError) in
+                    try EventInput.prepare(Array(text.utf8), makeRandomID: { UUID(uuid: (7, 0, 0, 0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0)) })
+                }
+            }
+            switch (prepared(text), prepared(spread)) {
+            case (.success(let a), .success(let b)):
+                events += 1
+                #expect(a.map(\.0) == b.map(\.0) && a.map(\.0) == [.line(1)], "\(text)")
+                #expect(a.map(\.1.id) == b.map(\.1.id) && a.map(\.1.body) == b.map(\.1.body) && a.map(\.1.typed) == b.map(\.1.typed), "\(text)")
+            case (.failure(let a), .failure(let b)):
+                errors += 1
+                #expect(a.description == b.description, "\(text)")
+            case (let a, let b):
+                Issue.record("one line: \(a); spread: \(b); for \(text)")
+            }
+        }
+        #expect(events > 500 && errors > 500, "events \(events), errors \(errors)")
+    }
+
+    @Test("white space and blank lines around a one-line object keep its line number")
+    func surrounded() throws {
+        let object = #"{"kind":"sample","type":"steps","value":-1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:01:00Z","source":"x"}"#
+        for (text, line) in [("\n\n  " + object + "  \r\n\n", 3), (" \t" + object, 1), (object + "\n", 1)] {
+            #expect(throws: InputError.self) { try EventInput.prepare(Array(text.utf8)) }
+            do {
+                _ = try EventInput.prepare(Array(text.utf8))
+            } catch {
+                #expect(error.description == "line \(line): 'value' must not be negative, got -1")
+            }
+        }
+    }
+}
