@@ -98,15 +98,17 @@ struct FoldedRecord: Sendable {
     var seq: UInt64
     var recorded: Timestamp
     var endsBatch: Bool
+    /// The record's link of the hash chain, when the reading thread left it to the folding one.
+    var link: ChainLink? = nil
 
     /// What a record moved out of a list leaves in its place.
     static let moved = FoldedRecord(event: nil, seq: 0, recorded: Timestamp(microseconds: 0), endsBatch: false)
 }
 
-/// What `foldRecords` does with a record: hand over its event (nil: only its place), or stop
-/// before it.
+/// What `foldRecords` does with a record: hand over its event (nil: only its place), with the
+/// link of the hash chain the folding thread is to check, or stop before it.
 enum RecordStep {
-    case fold(LoggedEvent?)
+    case fold(LoggedEvent?, link: ChainLink? = nil)
     case stop
 }
 
@@ -209,9 +211,9 @@ extension EventLog {
             let step = makeStep()
             try txn.scan(events) { key, value in
                 let raw = RawRecord(seq: try seq(key, in: "events"), value)
-                guard case .fold(let event) = try step(raw, txn) else { return false }
+                guard case .fold(let event, let link) = try step(raw, txn) else { return false }
                 try fold(FoldedRecord(event: try event.map { try withTarget($0, in: txn) }, seq: raw.seq,
-                                      recorded: raw.recorded, endsBatch: raw.endsBatch))
+                                      recorded: raw.recorded, endsBatch: raw.endsBatch, link: link))
                 return true
             }
             return
@@ -221,19 +223,29 @@ extension EventLog {
             var chunk: [FoldedRecord] = []
             chunk.reserveCapacity(4096)
             try self.environment.read { snapshot in
-                try snapshot.scan(self.events) { key, value in
-                    let raw = RawRecord(seq: try self.seq(key, in: "events"), value)
-                    guard case .fold(let event) = try step(raw, snapshot) else { return false }
-                    chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
-                                              recorded: raw.recorded, endsBatch: raw.endsBatch))
-                    if chunk.count == 4096 {
-                        // Moved over, so that the folding thread, which takes the records
-                        // out, finds the list its own and never copies it.
-                        try emit(consume chunk)
-                        chunk = []
-                        chunk.reserveCapacity(4096)
+                do {
+                    try snapshot.scan(self.events) { key, value in
+                        let raw = RawRecord(seq: try self.seq(key, in: "events"), value)
+                        guard case .fold(let event, let link) = try step(raw, snapshot) else { return false }
+                        chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
+                                                  recorded: raw.recorded, endsBatch: raw.endsBatch, link: link))
+                        if chunk.count == 4096 {
+                            // Moved over, so that the folding thread, which takes the records
+                            // out, finds the list its own and never copies it.
+                            try emit(consume chunk)
+                            chunk = []
+                            chunk.reserveCapacity(4096)
+                        }
+                        return true
                     }
-                    return true
+                } catch {
+                    // The records read before the one that failed go over first, as they are
+                    // folded first when one thread does both: the folding thread may find a
+                    // problem of an earlier seq in them (a chain link left to it), which is then
+                    // the one named.
+                    if !chunk.isEmpty { try? emit(consume chunk) }
+                    chunk = []
+                    throw error
                 }
             }
             if !chunk.isEmpty { try emit(consume chunk) }
@@ -479,6 +491,11 @@ extension EventLog {
         var point = ReplayPoint(seq: 0, recorded: nil, hash: EventRecord.genesisHash)
         // By bytes, as the rows are keyed (`sameName`), not by the strings' canonical equivalence.
         let userBytes = users.map { Set($0.map { Array($0.utf8) }) }
+        // Replaying some users, the folding thread folds a few of the records and the reading
+        // thread reads them all and hashes them (two SHA-256 a record): the links are left to
+        // the folding thread then, which checks each before folding it (one thread does both in
+        // a snapshot given).
+        let deferringLinks = userBytes != nil && snapshot == nil
         try foldRecords({
             // The decision for each record, made on the reading thread: it alone keeps
             // `ownSamples`, the ids of the replayed users' samples (their corrections count).
@@ -495,8 +512,11 @@ extension EventLog {
                 // audit altered an early event, and the replay showed its changed totals
                 // beside the hash the auditor had kept. (`verify`, which walks the chain
                 // first, does not walk it again here.)
-                if checkingChain { try chain.check(raw) }
-                guard let userBytes else { return .fold(try raw.loggedEvent()) }
+                var link: ChainLink?
+                if checkingChain {
+                    if deferringLinks { link = try chain.checkDeferringHash(raw) } else { try chain.check(raw) }
+                }
+                guard let userBytes else { return .fold(try raw.loggedEvent(), link: link) }
                 func concerns(_ subject: EventSubject) -> Bool {
                     switch subject {
                     case .user(let name): userBytes.contains(Array(name.utf8))
@@ -511,9 +531,10 @@ extension EventLog {
                     event = concerns(decoded.payload.subject) ? decoded : nil
                 }
                 if let event, case .sample = event.payload { ownSamples.insert(event.id) }
-                return .fold(event)
+                return .fold(event, link: link)
             }
         }, in: snapshot) { record in
+            try record.link?.check()
             if let event = record.event { try fold.apply(event) }
             if record.endsBatch { try flush() }
             point = ReplayPoint(seq: record.seq, recorded: record.recorded, hash: [])

@@ -307,9 +307,7 @@ struct ChainWalk {
             throw LedgerError.corrupt(seq: expected, reason: "missing from the log (the next stored seq is \(seq))")
         }
         let computed = hashing ? hash(previousHash) : storedHash
-        guard computed == storedHash else {
-            throw LedgerError.corrupt(seq: seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
-        }
+        guard computed == storedHash else { throw ChainWalk.altered(seq) }
         if let lastRecorded, recorded < lastRecorded {
             throw LedgerError.corrupt(seq: seq, reason: "'recorded' goes back in time")
         }
@@ -325,6 +323,36 @@ struct ChainWalk {
         if seqOfID != nil, let header = raw.typed.flatMap(EventCodec.header(of:)) {
             try checkID(header.id, at: raw.seq)
         }
+    }
+
+    /// `check(_:)` but for the hash, which is left to the returned link (`ChainLink.check`):
+    /// the walk goes on from the stored hash. Each link holds when every record's hash is what
+    /// its bytes and the stored hash before it give, which is what the walk computes (the
+    /// stored hashes of a chain that holds are the computed ones), so the first record whose
+    /// link fails is the one `check` would name.
+    mutating func checkDeferringHash(_ raw: RawRecord) throws -> ChainLink {
+        let link = ChainLink(seq: raw.seq, previous: previousHash, stored: raw.hash, record: Array(raw.bytes))
+        try check(seq: raw.seq, recorded: raw.recorded, storedHash: link.stored) { _ in link.stored }
+        return link
+    }
+
+    static func altered(_ seq: UInt64) -> LedgerError {
+        .corrupt(seq: seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
+    }
+}
+
+/// One link of the hash chain, checked apart from the walk (`ChainWalk.checkDeferringHash`):
+/// a record's bytes, copied out of the map, with its stored hash and the one before it.
+struct ChainLink: Sendable {
+    let seq: UInt64
+    let previous: [UInt8]
+    let stored: [UInt8]
+    let record: [UInt8]
+
+    /// Throws what `ChainWalk.check` throws for a record whose hash does not hold.
+    func check() throws {
+        let computed = record.withUnsafeBytes { EventRecord.chainHash(previous: previous, seq: seq, stored: $0) }
+        guard computed == stored else { throw ChainWalk.altered(seq) }
     }
 }
 

@@ -1479,3 +1479,67 @@ struct EventLogTests {
         }
     }
 }
+
+/// A replay of some users leaves each record's link of the hash chain to the folding thread
+/// (`ChainWalk.checkDeferringHash`): it must name the record the walk of the chain names.
+@Suite("replay of some users and the hash chain")
+struct ReplayChainTests {
+    /// 9,000 samples of two users, in one batch: three of `foldRecords`' pieces of 4,096.
+    static func lines() -> String {
+        (0..<9_000).map { index in
+            let time = String(format: "2026-11-%02dT%02d:%02d:00Z", 1 + index / 1_440, index % 1_440 / 60, index % 60)
+            let end = String(format: "2026-11-%02dT%02d:%02d:30Z", 1 + index / 1_440, index % 1_440 / 60, index % 60)
+            return #"{"kind":"sample","user":"u\#(index % 2)","type":"steps","value":\#(index % 90),"start":"\#(time)","end":"\#(end)","source":"iPhone"}"#
+        }.joined(separator: "\n")
+    }
+
+    @Test("an altered record is named by a replay of one user as by a replay of all, before a later missing record")
+    func alteredThenMissing() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(ReplayChainTests.lines()))
+            func failure(users: Set<String>?) -> (seq: UInt64, reason: String)? {
+                do {
+                    _ = try log.withReplay(to: .seq(9_000), users: users) { point, _ in point }
+                    return nil
+                } catch LedgerError.corrupt(let seq, let reason) {
+                    return (seq, reason)
+                } catch {
+                    Issue.record("unexpected \(error)")
+                    return nil
+                }
+            }
+            // Intact: the same point either way.
+            let one = try log.withReplay(to: .seq(9_000), users: ["u1"]) { point, query in
+                (point, try query.rows(.daily, filter: RowFilter(user: "u1")))
+            }
+            let all = try log.withReplay(to: .seq(9_000)) { point, query in
+                (point, try query.rows(.daily, filter: RowFilter(user: "u1")))
+            }
+            #expect(one.0 == all.0 && one.0.seq == 9_000 && one.1 == all.1 && !one.1.isEmpty)
+            // A byte of record 5,000's JSON changed, its hash kept.
+            let original = try #require(try log.record(at: 5_000))
+            var forged = original
+            let at = try #require(forged.body.firstIndex(of: UInt8(ascii: "u")))
+            forged.body[at + 1] = UInt8(ascii: "x")
+            try log.environment.write { txn in try txn.put(log.events, UInt64(5_000).bigEndianBytes, forged.encoded) }
+            for users in [Set(["u1"]), Set(["u0"]), nil] {
+                let found = failure(users: users)
+                #expect(found?.seq == 5_000 && found?.reason.hasPrefix("its hash does not match") == true, "\(String(describing: users)): \(String(describing: found))")
+            }
+            // And record 5,100, in the same piece, missing: the reading thread stops there, but
+            // the altered record before it is still the one named.
+            try log.environment.write { txn in _ = try txn.delete(log.events, UInt64(5_100).bigEndianBytes) }
+            for users in [Set(["u1"]), nil] {
+                let found = failure(users: users)
+                #expect(found?.seq == 5_000 && found?.reason.hasPrefix("its hash does not match") == true, "\(String(describing: users)): \(String(describing: found))")
+            }
+            // The altered record put back: the missing one is named.
+            try log.environment.write { txn in try txn.put(log.events, UInt64(5_000).bigEndianBytes, original.encoded) }
+            for users in [Set(["u1"]), nil] {
+                let found = failure(users: users)
+                #expect(found?.seq == 5_100 && found?.reason.hasPrefix("missing from the log") == true, "\(String(describing: users)): \(String(describing: found))")
+            }
+        }
+    }
+}
