@@ -227,8 +227,9 @@ extension EventLog {
                     try snapshot.scan(self.events) { key, value in
                         let raw = RawRecord(seq: try self.seq(key, in: "events"), value)
                         guard case .fold(let event, let link) = try step(raw, snapshot) else { return false }
-                        chunk.append(FoldedRecord(event: try event.map { try self.withTarget($0, in: snapshot) }, seq: raw.seq,
-                                                  recorded: raw.recorded, endsBatch: raw.endsBatch, link: link))
+                        let targeted = try ChainLink.first(link) { try event.map { try self.withTarget($0, in: snapshot) } }
+                        chunk.append(FoldedRecord(event: targeted, seq: raw.seq, recorded: raw.recorded,
+                                                  endsBatch: raw.endsBatch, link: link))
                         if chunk.count == 4096 {
                             // Moved over, so that the folding thread, which takes the records
                             // out, finds the list its own and never copies it.
@@ -516,19 +517,20 @@ extension EventLog {
                 if checkingChain {
                     if deferringLinks { link = try chain.checkDeferringHash(raw) } else { try chain.check(raw) }
                 }
-                guard let userBytes else { return .fold(try raw.loggedEvent(), link: link) }
+                guard let userBytes else { return .fold(try ChainLink.first(link) { try raw.loggedEvent() }, link: link) }
                 func concerns(_ subject: EventSubject) -> Bool {
                     switch subject {
                     case .user(let name): userBytes.contains(Array(name.utf8))
                     case .target(let id): ownSamples.contains(id)
                     }
                 }
-                let event: LoggedEvent?
-                if let subject = raw.subject {
-                    event = concerns(subject) ? try raw.loggedEvent() : nil
-                } else {  // a format 1 record has no typed part to peek at
+                let event: LoggedEvent? = try ChainLink.first(link) {
+                    if let subject = raw.subject {
+                        return concerns(subject) ? try raw.loggedEvent() : nil
+                    }
+                    // A format 1 record has no typed part to peek at.
                     let decoded = try raw.loggedEvent()
-                    event = concerns(decoded.payload.subject) ? decoded : nil
+                    return concerns(decoded.payload.subject) ? decoded : nil
                 }
                 if let event, case .sample = event.payload { ownSamples.insert(event.id) }
                 return .fold(event, link: link)

@@ -332,7 +332,18 @@ struct ChainWalk {
     /// link fails is the one `check` would name.
     mutating func checkDeferringHash(_ raw: RawRecord) throws -> ChainLink {
         let link = ChainLink(seq: raw.seq, previous: previousHash, stored: raw.hash, record: Array(raw.bytes))
-        try check(seq: raw.seq, recorded: raw.recorded, storedHash: link.stored) { _ in link.stored }
+        // The walk checks the hash once the seq is the one expected, and the time after it: a
+        // record whose altered time goes back is named for its hash, as the walk names it.
+        var hashReached = false
+        do {
+            try check(seq: raw.seq, recorded: raw.recorded, storedHash: link.stored) { _ in
+                hashReached = true
+                return link.stored
+            }
+        } catch let error where hashReached {
+            try link.check()
+            throw error
+        }
         return link
     }
 
@@ -353,6 +364,18 @@ struct ChainLink: Sendable {
     func check() throws {
         let computed = record.withUnsafeBytes { EventRecord.chainHash(previous: previous, seq: seq, stored: $0) }
         guard computed == stored else { throw ChainWalk.altered(seq) }
+    }
+
+    /// `body`'s result; when it throws, `link`'s problem first if it has one: the walk checks a
+    /// record's hash before its event is read, so a record altered into one that does not
+    /// decode (or names an id the index lacks) is named for its hash, as the walk names it.
+    static func first<T>(_ link: ChainLink?, _ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            try link?.check()
+            throw error
+        }
     }
 }
 

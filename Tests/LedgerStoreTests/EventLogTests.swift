@@ -1542,4 +1542,30 @@ struct ReplayChainTests {
             }
         }
     }
+
+    @Test("a record altered so that its time goes back, or so that its typed event does not read, is named for its hash")
+    func alteredTimeOrEvent() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(ReplayChainTests.lines()))
+            let original = try #require(try log.record(at: 6_000))
+            var earlier = original
+            earlier.recorded = Timestamp(microseconds: 0)
+            var unreadable = original
+            unreadable.typed[16] = 9  // the kind: none such
+            for forged in [earlier, unreadable] {
+                try log.environment.write { txn in try txn.put(log.events, UInt64(6_000).bigEndianBytes, forged.encoded) }
+                for users in [Set(["u1"]), Set(["u0"]), nil] {
+                    do {
+                        _ = try log.withReplay(to: .seq(9_000), users: users) { point, _ in point }
+                        Issue.record("replayed an altered log for \(String(describing: users))")
+                    } catch LedgerError.corrupt(let seq, let reason) {
+                        #expect(seq == 6_000 && reason.hasPrefix("its hash does not match"), "\(String(describing: users)): \(seq) \(reason)")
+                    }
+                }
+            }
+            try log.environment.write { txn in try txn.put(log.events, UInt64(6_000).bigEndianBytes, original.encoded) }
+            #expect(try log.withReplay(to: .seq(9_000), users: ["u0"]) { point, _ in point.seq } == 9_000)
+        }
+    }
 }
