@@ -210,10 +210,8 @@ extension EventLog {
         if let txn {
             let step = makeStep()
             try txn.scan(events) { key, value in
-                let raw = RawRecord(seq: try seq(key, in: "events"), value)
-                guard case .fold(let event, let link) = try step(raw, txn) else { return false }
-                try fold(FoldedRecord(event: try event.map { try withTarget($0, in: txn) }, seq: raw.seq,
-                                      recorded: raw.recorded, endsBatch: raw.endsBatch, link: link))
+                guard let record = try folded(key, value, step, in: txn) else { return false }
+                try fold(record)
                 return true
             }
             return
@@ -225,11 +223,8 @@ extension EventLog {
             try self.environment.read { snapshot in
                 do {
                     try snapshot.scan(self.events) { key, value in
-                        let raw = RawRecord(seq: try self.seq(key, in: "events"), value)
-                        guard case .fold(let event, let link) = try step(raw, snapshot) else { return false }
-                        let targeted = try ChainLink.first(link) { try event.map { try self.withTarget($0, in: snapshot) } }
-                        chunk.append(FoldedRecord(event: targeted, seq: raw.seq, recorded: raw.recorded,
-                                                  endsBatch: raw.endsBatch, link: link))
+                        guard let record = try self.folded(key, value, step, in: snapshot) else { return false }
+                        chunk.append(record)
                         if chunk.count == 4096 {
                             // Moved over, so that the folding thread, which takes the records
                             // out, finds the list its own and never copies it.
@@ -259,6 +254,16 @@ extension EventLog {
                 try fold(record)
             }
         })
+    }
+
+    /// The record at `key`, as `step` has it folded (nil: stop before it), its correction's
+    /// target looked up (a link left to the folding thread is checked first if that fails).
+    private func folded(_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer,
+                        _ step: (RawRecord, Transaction) throws -> RecordStep, in txn: Transaction) throws -> FoldedRecord? {
+        let raw = RawRecord(seq: try seq(key, in: "events"), value)
+        guard case .fold(let event, let link) = try step(raw, txn) else { return nil }
+        let targeted = try ChainLink.first(link) { try event.map { try withTarget($0, in: txn) } }
+        return FoldedRecord(event: targeted, seq: raw.seq, recorded: raw.recorded, endsBatch: raw.endsBatch, link: link)
     }
 
     /// `event`, with a correction's target seq looked up in `ids` (folds key samples by seq).
@@ -524,7 +529,7 @@ extension EventLog {
                     case .target(let id): ownSamples.contains(id)
                     }
                 }
-                let event: LoggedEvent? = try ChainLink.first(link) {
+                func event() throws -> LoggedEvent? {
                     if let subject = raw.subject {
                         return concerns(subject) ? try raw.loggedEvent() : nil
                     }
@@ -532,8 +537,9 @@ extension EventLog {
                     let decoded = try raw.loggedEvent()
                     return concerns(decoded.payload.subject) ? decoded : nil
                 }
-                if let event, case .sample = event.payload { ownSamples.insert(event.id) }
-                return .fold(event, link: link)
+                let kept = try ChainLink.first(link, event)
+                if let kept, case .sample = kept.payload { ownSamples.insert(kept.id) }
+                return .fold(kept, link: link)
             }
         }, in: snapshot) { record in
             try record.link?.check()
