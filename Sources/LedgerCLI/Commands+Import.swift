@@ -45,6 +45,8 @@ extension Commands {
             zone = text
         }
         let batchSize = try arguments.value("batch").map { try parseSize($0, option: "batch", usage: usage, minimum: 1) } ?? 10_000
+        // A usage error (an empty --db) is said before the file is opened or read.
+        _ = try context.databasePath(arguments)
 
         let reader: HealthExportReader
         do {
@@ -216,9 +218,13 @@ extension Commands {
                 progress.finish()
                 switch error {
                 case let error as ImportError:
-                    throw CLIError.data("\(error.description(in: path)); \(summary.committedNote)")
+                    if case .readFailed = error {
+                        // The machine's fault, not the file's: exit 1, as `append` says it.
+                        throw CLIError.runtime("\(error.description); \(summary.committedNote(fixing: false))")
+                    }
+                    throw CLIError.data("\(error.description(in: path)); \(summary.committedNote())")
                 case let error as InputError:
-                    throw CLIError.data("\(path) \(error.description); \(summary.committedNote)")
+                    throw CLIError.data("\(path) \(error.description); \(summary.committedNote())")
                 case is ImportInterrupted:
                     throw CLIError.interrupted(summary.committedRecords == 0 ? "nothing was imported"
                         : "the \(summary.committedRecords) records read before are in the ledger (\(summary.committedEvents)); run the same command again to finish (what is already imported counts as duplicates)")
@@ -261,9 +267,12 @@ struct ImportSummary {
         return rest == 0 ? "\(appended) events appended" : "\(appended) events appended; \(rest) duplicates or records of types not imported"
     }
 
-    var committedNote: String {
-        if committedRecords == 0 { return "nothing was imported; fix the file and re-run" }
-        return "the \(committedRecords) records read before the last committed batch are in the ledger (\(committedEvents)); fix the file and re-run to finish (what is already imported counts as duplicates)"
+    /// What is in the ledger after a failed import, and what to do: fix the file and re-run,
+    /// or, `fixing` false (the reading failed, not the file), re-run.
+    func committedNote(fixing: Bool = true) -> String {
+        let action = fixing ? "fix the file and re-run" : "re-run"
+        if committedRecords == 0 { return "nothing was imported; \(action)" }
+        return "the \(committedRecords) records read before the last committed batch are in the ledger (\(committedEvents)); \(action) to finish (what is already imported counts as duplicates)"
     }
 
     /// Records whose `HKTimeZone` is unknown here, and the zone their days were counted in.
@@ -281,7 +290,7 @@ struct ImportSummary {
             text += "  \(unknownZones) records name a time zone (HKTimeZone) this machine's zone database does not know: their days are counted in \(zoneUsed)\n"
         }
         for (type, count) in kept.sorted(by: { $0.key < $1.key }) {
-            text += "  imported \(type): \(count)\n"
+            text += "  read \(type): \(count)\n"
         }
         for (type, count) in skipped.sorted(by: { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }) {
             text += "  skipped \(type): \(count)\n"

@@ -50,6 +50,8 @@ final class ExportStream {
     private var sinceTag = 0
     /// Why `read` returned -1 when the input itself is at fault, not the reading.
     private(set) var problem: String?
+    /// Why `read` returned -1 when reading the file failed (`strerror`): an I/O error, not the data's.
+    private(set) var readError: String?
     /// No Health export has a tag or a text this long. libxml2 checks each attribute against
     /// all before it, so one element of 400,000 attributes (4.7 MB) took minutes.
     static let maximumGap = 1 << 20
@@ -95,28 +97,35 @@ final class ExportStream {
             let opened = regular ? zip.open(path, ZIP_RDONLY, &code) : zip.fdopen(archiveFD, ZIP_RDONLY, &code)
             if regular || opened == nil { close(archiveFD) }
             guard let archive = opened else {
-                throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (\(zip.describe(code)))")
+                // It began as an archive does (above), so a missing directory is nearly always
+                // a cut copy or download: a zip keeps its directory at its end.
+                let cut = code == ZIP_ER_NOZIP ? ": it begins as a zip archive but has no directory at its end (is it truncated? a cut download or copy ends so)" : ""
+                throw ImportError.unusableArchive(path: path, reason: "not a readable zip archive (\(zip.describe(code)))\(cut)")
             }
-            var found: [(index: Int64, name: String)] = []
+            var names: [(index: Int64, name: String)] = []
             for candidate in 0..<max(0, zip.getNumEntries(archive, 0)) {
                 guard let name = zip.getName(archive, UInt64(candidate), 0) else { continue }
-                let text = String(cString: name)
-                if text == "export.xml" || text.hasSuffix("/export.xml") { found.append((candidate, text)) }
+                names.append((candidate, String(cString: name)))
             }
+            let found = ExportStream.exportEntries(names) { ExportStream.startsAsHealthData(zip, archive, $0) }
             guard let index = found.first?.index, found.count == 1 else {
                 zip.close(archive)
                 // Two exports in one archive: importing either one silently would leave the
                 // other out, and which one is meant is the user's to say.
-                throw ImportError.unusableArchive(path: path, reason: found.isEmpty ? "the archive holds no export.xml"
-                    : "the archive holds \(found.count) files named export.xml (\(found.map(\.name).joined(separator: ", "))); unzip the one to import and import that file")
+                throw ImportError.unusableArchive(path: path, reason: found.isEmpty
+                    ? "the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)"
+                    : "the archive holds \(found.count) Health exports (\(found.map(\.name).joined(separator: ", "))); unzip the one to import and import that file")
             }
+            // Its own name in what follows: `export.xml`, or the name a phone in another
+            // language gave it.
+            let entry = String(found[0].name.split(separator: "/", omittingEmptySubsequences: false).last ?? "export.xml")
             var stat = zip_stat_t()
             zip.statInit(&stat)
             zip.statIndex(archive, UInt64(index), 0, &stat)
             func openEntry() throws -> OpaquePointer {
                 guard let file = zip.fopenIndex(archive, UInt64(index), 0) else {
                     zip.close(archive)
-                    throw ImportError.unusableArchive(path: path, reason: "export.xml inside it cannot be read (encrypted, or compressed with a method libzip lacks)")
+                    throw ImportError.unusableArchive(path: path, reason: "\(entry) inside it cannot be read (encrypted, or compressed with a method libzip lacks)")
                 }
                 return file
             }
@@ -133,12 +142,12 @@ final class ExportStream {
             if firstCount == 4, let encoding = ExportStream.wideEncoding(first) {
                 zip.fclose(checked)
                 zip.close(archive)
-                throw ImportError.unusableArchive(path: path, reason: "its export.xml is \(encoding), and Apple Health exports are UTF-8; unzip it and convert export.xml first (iconv -f \(encoding) -t UTF-8)")
+                throw ImportError.unusableArchive(path: path, reason: "its \(entry) is \(encoding), and Apple Health exports are UTF-8; unzip it and convert \(entry) first (iconv -f \(encoding) -t UTF-8)")
             }
             if let damage = ExportStream.readThrough(checked, zip, size: Int64(stat.size), checking: checking) {
                 zip.fclose(checked)
                 zip.close(archive)
-                throw ImportError.unusableArchive(path: path, reason: "export.xml inside it is damaged (\(damage)); nothing was imported")
+                throw ImportError.unusableArchive(path: path, reason: "\(entry) inside it is damaged (\(damage)); nothing was imported")
             }
             zip.fclose(checked)
             source = .zip(zip, archive: archive, file: try openEntry())
@@ -154,6 +163,11 @@ final class ExportStream {
                 close(fd)
                 throw ImportError.wrongEncoding(path: path, encoding: encoding)
             }
+            // A compressed export.xml: libxml2 would say only "Document is empty" (an audit).
+            if count == 4, let (format, tool) = ExportStream.compression(magic) {
+                close(fd)
+                throw ImportError.unusableArchive(path: path, reason: "it is \(format)-compressed, and an export is read as XML or as the Health app's zip; decompress it first (\(tool) -dc FILE | ledger import apple-health -)")
+            }
             if regular {
                 lseek(fd, 0, SEEK_SET)
             } else if count > 0 {
@@ -162,6 +176,43 @@ final class ExportStream {
             source = .file(fd)
             waitsForInput = !regular
             totalBytes = regular ? Int64(info.st_size) : 0
+        }
+    }
+
+    /// The entries of an archive that hold the export. `export.xml` in English; a phone in
+    /// another language names it in that language (`exportar.xml`, `eksport.xml`, `vienti.xml`,
+    /// `导出.xml`) beside an `export_cda.xml` that keeps its English name. So: the entries named
+    /// `export.xml` if there are any, else the `.xml` entries, other than `export_cda.xml`,
+    /// whose document `isHealthData` finds is `<HealthData>`.
+    static func exportEntries(_ names: [(index: Int64, name: String)],
+                              isHealthData: (Int64) -> Bool) -> [(index: Int64, name: String)] {
+        func file(_ name: String) -> Substring { name.split(separator: "/", omittingEmptySubsequences: false).last ?? "" }
+        let english = names.filter { file($0.name) == "export.xml" }
+        if !english.isEmpty { return english }
+        return names.filter { entry in
+            let name = file(entry.name)
+            return name.lowercased().hasSuffix(".xml") && name != "export_cda.xml" && isHealthData(entry.index)
+        }
+    }
+
+    /// Whether the entry at `index` begins as an export does: its first 4 KiB name the
+    /// `HealthData` document (in the DOCTYPE or as the root element).
+    private static func startsAsHealthData(_ zip: LibZip, _ archive: OpaquePointer, _ index: Int64) -> Bool {
+        guard let file = zip.fopenIndex(archive, UInt64(index), 0) else { return false }
+        defer { zip.fclose(file) }
+        var head = [UInt8](repeating: 0, count: 4096)
+        let count = head.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) }
+        guard count > 0 else { return false }
+        return namesHealthData(head[0..<Int(count)])
+    }
+
+    /// Whether `head`, an XML file's first bytes, holds `<!DOCTYPE HealthData` or `<HealthData`.
+    static func namesHealthData(_ head: ArraySlice<UInt8>) -> Bool {
+        let marks = [Array("<!DOCTYPE HealthData".utf8), Array("<HealthData".utf8)]
+        return marks.contains { mark in
+            head.count >= mark.count && (head.startIndex...(head.endIndex - mark.count)).contains { start in
+                head[start..<(start + mark.count)].elementsEqual(mark)
+            }
         }
     }
 
@@ -268,6 +319,17 @@ final class ExportStream {
         }
     }
 
+    /// The compression format whose magic number `first` (4 bytes) begins with, and its tool.
+    static func compression(_ first: [UInt8]) -> (format: String, tool: String)? {
+        switch (first[0], first[1], first[2], first[3]) {
+        case (0x1F, 0x8B, _, _): ("gzip", "gzip")
+        case (0x42, 0x5A, 0x68, _): ("bzip2", "bzip2")
+        case (0xFD, 0x37, 0x7A, 0x58): ("xz", "xz")
+        case (0x28, 0xB5, 0x2F, 0xFD): ("zstd", "zstd")
+        default: nil
+        }
+    }
+
     deinit {
         switch source {
         case .file(let fd):
@@ -336,7 +398,13 @@ final class ExportStream {
                     unread = []
                 } else {
                     guard awaitInput(fd) else { return false }
-                    count = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+                    var read: Int
+                    repeat {
+                        read = raw.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+                    } while read < 0 && errno == EINTR
+                    // The machine's fault, not the file's (exit 1, as `append` says it).
+                    if read < 0 { readError = String(cString: strerror(errno)) }
+                    count = read
                 }
             case .zip(let zip, _, let file):
                 count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })

@@ -229,7 +229,11 @@ public final class HealthExportReader {
         }
         if count < 0 {
             ended = true
-            failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: stream.problem ?? "the file could not be read")
+            if let reason = stream.readError {
+                failure = ImportError.readFailed(path: path, line: Int(ledger_xml_line(parser)), reason: reason)
+            } else {
+                failure = ImportError.malformed(path: path, line: Int(ledger_xml_line(parser)), message: stream.problem ?? "the file could not be read")
+            }
             return
         }
         if count == 0 { status = xml.parseChunk(parser, nil, 0, 1) }
@@ -575,6 +579,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
     case malformed(path: String, line: Int, message: String)
     /// A record of a kept type that does not make a valid sample.
     case invalidRecord(line: Int, message: String)
+    /// Reading the file failed after `line` (an I/O error: exit 1, the data is not at fault).
+    case readFailed(path: String, line: Int, reason: String)
 
     /// `description`, naming `path` where the error does not name its file itself (a record's
     /// error comes from the converter, which does not know the file).
@@ -597,6 +603,8 @@ public enum ImportError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(path) line \(line): \(message)"
         case .invalidRecord(let line, let message):
             "line \(line): \(message)"
+        case .readFailed(let path, let line, let reason):
+            "cannot read '\(path)' after line \(line): \(reason)"
         }
         return String(String.UnicodeScalarView(text.unicodeScalars.map {
             $0.value < 0x20 || (0x7F...0x9F).contains($0.value) ? "?" : $0

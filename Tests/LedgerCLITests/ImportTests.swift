@@ -50,8 +50,8 @@ func independentCounts(_ path: String) throws -> [String: Int] {
 /// The `imported TYPE: N` lines of an import summary.
 func importedCounts(_ summary: String) -> [String: Int] {
     var counts: [String: Int] = [:]
-    for line in summary.split(separator: "\n") where line.hasPrefix("  imported ") {
-        let parts = line.dropFirst("  imported ".count).split(separator: ":")
+    for line in summary.split(separator: "\n") where line.hasPrefix("  read ") {
+        let parts = line.dropFirst("  read ".count).split(separator: ":")
         counts[String(parts[0])] = Int(parts[1].trimmingCharacters(in: .whitespaces))
     }
     return counts
@@ -109,7 +109,7 @@ struct ImportTests {
             #expect(run.stdout.contains("appended 2,"), "\(run.stdout)")
             // As the binary before this session printed it (its counts were merged by Swift's
             // string equality, which takes a KELVIN SIGN for a K).
-            #expect(run.stdout.hasSuffix("  imported HKQuantityTypeIdentifierStepCount: 2\n"), "\(run.stdout)")
+            #expect(run.stdout.hasSuffix("  read HKQuantityTypeIdentifierStepCount: 2\n"), "\(run.stdout)")
         }
     }
 
@@ -182,6 +182,18 @@ struct ImportTests {
                     z.writestr("other/export.xml", xml)
                     z.writestr("apple_health_export/export.xml", xml)
                 zipfile.ZipFile(folder + "/none.zip", "w").close()
+                # A phone in Spanish names the export exportar.xml, beside an export_cda.xml.
+                with zipfile.ZipFile(folder + "/exportar.zip", "w") as z:
+                    z.writestr("apple_health_export/export_cda.xml", b"<?xml version='1.0'?><ClinicalDocument/>")
+                    z.writestr("apple_health_export/exportar.xml", xml)
+                with zipfile.ZipFile(folder + "/notes.zip", "w") as z:
+                    z.writestr("apple_health_export/export_cda.xml", xml)
+                    z.writestr("apple_health_export/notes.xml", b"<?xml version='1.0'?><notes/>")
+                with zipfile.ZipFile(folder + "/two-languages.zip", "w") as z:
+                    z.writestr("apple_health_export/exportar.xml", xml)
+                    z.writestr("apple_health_export/eksport.xml", xml)
+                import gzip
+                open(folder + "/export.xml.gz", "wb").write(gzip.compress(xml))
                 open(folder + "/cut.zip", "wb").write(data[:60])
                 with zipfile.ZipFile(folder + "/wide.zip", "w") as z:
                     z.writestr("apple_health_export/export.xml", b"\\xff\\xfe" + xml.decode().replace("UTF-8", "UTF-16").encode("utf-16-le"))
@@ -195,12 +207,22 @@ struct ImportTests {
             #expect(ledger(["import", "apple-health", folder + "/good.zip", "--batch", "1"], db: db).status == 0)
             let head = try EventLog(path: db, create: false).head().seq
             #expect(head == 3)
+            // The export of a phone in another language is the same export: all duplicates (it
+            // was refused as an archive without export.xml: an audit).
+            let spanish = ledger(["import", "apple-health", folder + "/exportar.zip"], db: db)
+            #expect(spanish.status == 0 && spanish.stdout.hasPrefix("read 3 records: appended 0, duplicates 3,"), "\(spanish.stdout) \(spanish.stderr)")
             let refusals = [
                 ("damaged.zip", "export.xml inside it is damaged (CRC error); nothing was imported"),
-                ("two.zip", "the archive holds 2 files named export.xml (other/export.xml, apple_health_export/export.xml); unzip the one to import and import that file"),
-                ("none.zip", "the archive holds no export.xml"),
-                // libzip's own words for what is wrong, not its error number (it said "libzip error 19").
-                ("cut.zip", "not a readable zip archive (Not a zip archive)"),
+                ("two.zip", "the archive holds 2 Health exports (other/export.xml, apple_health_export/export.xml); unzip the one to import and import that file"),
+                ("none.zip", "the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)"),
+                // Not an export by its name or its document.
+                ("notes.zip", "the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)"),
+                ("two-languages.zip", "the archive holds 2 Health exports (apple_health_export/exportar.xml, apple_health_export/eksport.xml); unzip the one to import and import that file"),
+                // libzip's own words for what is wrong, not its error number (it said "libzip
+                // error 19"), and what a missing directory nearly always means.
+                ("cut.zip", "not a readable zip archive (Not a zip archive): it begins as a zip archive but has no directory at its end (is it truncated? a cut download or copy ends so)"),
+                // libxml2 said "Document is empty" (an audit).
+                ("export.xml.gz", "it is gzip-compressed, and an export is read as XML or as the Health app's zip; decompress it first (gzip -dc FILE | ledger import apple-health -)"),
                 // As a plain file's encoding is named (it said "Document is empty": an audit).
                 ("wide.zip", "its export.xml is UTF-16LE, and Apple Health exports are UTF-8; unzip it and convert export.xml first (iconv -f UTF-16LE -t UTF-8)"),
                 // libzip holds the whole directory in memory: a million entries took 295 MB.
@@ -307,7 +329,7 @@ struct ImportTests {
             try #require(noExport.status == 0, "python3 zipfile: \(noExport.stderr)")
             let refused = ledger(["import", "apple-health", empty], db: db)
             #expect(refused.status == 65)
-            #expect(refused.stderr == "Error: '\(empty)' cannot be imported: the archive holds no export.xml\n")
+            #expect(refused.stderr == "Error: '\(empty)' cannot be imported: the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)\n")
             #expect(steps.syncVersion == 2)
             #expect(steps.source.name == "Ann s iPhone")
             let energy = try log.rows(.daily, filter: RowFilter(type: .activeEnergy))
@@ -833,6 +855,12 @@ struct ImportTests {
             let missing = ledger(["import", "apple-health", "/nonexistent/export.xml"], db: db)
             #expect(missing.status == 1)
             #expect(missing.stderr.hasPrefix("Error: cannot read '/nonexistent/export.xml': "))
+            // A read that fails (EIO: /proc/self/mem at address 0) is the machine's fault, exit 1
+            // as `append` says it, not bad data to fix (it said "the file could not be read",
+            // exit 65: an audit).
+            let unreadable = ledger(["import", "apple-health", "/proc/self/mem"], db: db)
+            #expect(unreadable.status == 1)
+            #expect(unreadable.stderr == "Error: cannot read '/proc/self/mem' after line 1: Input/output error; nothing was imported; re-run\n", "\(unreadable.stderr)")
             #expect(ledger(["import", "fitbit", "x"], db: db).status == 64)
             #expect(ledger(["import", "apple-health"], db: db).status == 64)
             let folder = URL(fileURLWithPath: db).deletingLastPathComponent()
@@ -1032,7 +1060,7 @@ struct ImportTests {
             // A zip is saved first, then read as a file is (the damaged-archives test pipes whole ones).
             let zip = try runProcess(binary, ["import", "apple-health", "/dev/stdin", "--db", db], stdin: [0x50, 0x4B, 0x03, 0x04, 0, 0])
             #expect(zip.status == 65)
-            #expect(zip.stderr == "Error: '/dev/stdin' cannot be imported: not a readable zip archive (Not a zip archive)\n", "\(zip.stderr)")
+            #expect(zip.stderr == "Error: '/dev/stdin' cannot be imported: not a readable zip archive (Not a zip archive): it begins as a zip archive but has no directory at its end (is it truncated? a cut download or copy ends so)\n", "\(zip.stderr)")
         }
     }
 }
