@@ -72,6 +72,9 @@ extension Commands {
         if let text = arguments.value("expect-head") {
             expectHead = try parseCount(text, option: "expect-head", usage: arguments.usage)
         }
+        // A usage error (an empty --db) is said before any input is read: with empty input it
+        // was reported as "no events in input" (exit 65, an audit).
+        _ = try context.databasePath(arguments)
         let source = arguments.positionals.first ?? "-"
         let bytes = source == "-" ? try context.stdin.readAll(limitingLines: true) : try readFile(source, limitingLines: true)
         // Events are parsed, checked, written and folded as a stream inside one write

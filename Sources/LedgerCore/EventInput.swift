@@ -251,7 +251,9 @@ public enum EventInput {
         // Jansson checks a `\u` escape's surrogates once the string is read: the position is
         // then just past its closing quote.
         let inString = error.message.hasPrefix("invalid Unicode") ? error.position - 1 : error.position
-        let field = (keyBefore(error.position, in: text) ?? fieldOfString(at: inString, in: text)).map { " in '\($0)'" } ?? ""
+        // A key's whole path (`metadata.a`), as a value's errors name it.
+        let key = keyBefore(error.position, in: text).map { key in fieldOfString(at: error.position, in: text, inValue: true) ?? key }
+        let field = (key ?? fieldOfString(at: inString, in: text)).map { " in '\($0)'" } ?? ""
         return "malformed JSON\(field): \(error.message) (column \(column))"
     }
 
@@ -285,8 +287,10 @@ public enum EventInput {
     /// The field whose string value byte `position` of `text` lies in (an invalid byte, escape
     /// or control character, or the end of a cut-off line, inside `"user":"b\xffc"`), as a path
     /// of keys (`source.name`), read by scanning the valid JSON before it; nil when `position`
-    /// is in no string or in a key. (Such errors named no field: an audit.)
-    static func fieldOfString(at position: Int, in text: UnsafeRawBufferPointer) -> String? {
+    /// is in no string or in a key. (Such errors named no field: an audit.) `inValue`: the
+    /// position is just past a member's value that is not a string (`"a":NaN`), whose path
+    /// this names (nil if the scan finds none).
+    static func fieldOfString(at position: Int, in text: UnsafeRawBufferPointer, inValue: Bool = false) -> String? {
         // One entry per open object or array: the object's current key once its ':' is due.
         var open: [(isObject: Bool, key: String?)] = []
         let end = min(position, text.count)
@@ -316,7 +320,8 @@ public enum EventInput {
             }
             index += 1
         }
-        return nil
+        guard inValue, open.last?.key != nil else { return nil }
+        return open.compactMap(\.key).map { visibleCharacters($0) }.joined(separator: ".")
     }
 
     /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).

@@ -65,6 +65,10 @@ public func visibleCharacters(_ text: String, limit: Int = 4_096) -> String {
         switch scalar.properties.generalCategory {
         case .control, .format, .lineSeparator, .paragraphSeparator, .unassigned, .surrogate, .privateUse:
             out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        // A space other than U+0020 (a no-break space, say) looks like one and is not JSON's
+        // white space: "near ' '" named nothing one could see (an audit).
+        case .spaceSeparator where scalar != " ":
+            out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
         default:
             out.unicodeScalars.append(scalar)
         }

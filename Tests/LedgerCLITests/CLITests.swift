@@ -71,6 +71,8 @@ struct BadInputTests {
         ("a 30-digit value", #"{"kind":"sample","type":"steps","value":123456789012345678901234567890,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"i"}"#, "line 1: malformed JSON in 'value': a number too large to read (too big integer: whole numbers up to 2^63, others up to about 1.8e308)"),
         ("NUL byte after a value", goodSample + "\n{\"a\":1}\u{0}", "line 2: malformed JSON: a raw NUL byte (NUL is not allowed in an event, escaped or not) (column 8)"),
         ("byte order mark inside", goodSample + "\n\u{FEFF}" + goodSample, "line 2: malformed JSON: invalid token near '\\u{FEFF}' (column 1)"),
+        // A space JSON does not take, shown as such: it printed as "near ' '" (an audit).
+        ("no-break space before an event", goodSample + "\n\u{A0}" + goodSample, "line 2: malformed JSON: invalid token near '\\u{A0}"),
         ("amended unit with a newline", #"{"id":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","kind":"sample","type":"steps","value":1,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"# + "\n" + #"{"kind":"correction","target":"0b3c1f7e-6a2d-4e8f-9b1c-5d7e9f0a1b2c","action":"amend","unit":"a\nb","reason":"r"}"#, "line 2: unit 'a?b' does not fit the target's type 'steps'"),
         ("array element", "[" + goodSample + ",{\"kind\":\"grant\",\"client\":\"c\"}]", "index 1: a grant must name at least one type"),
         ("not an object", "[1]", "index 0: expected a JSON object, got a number"),
@@ -707,6 +709,11 @@ struct CommandTests {
             let emptyDB = ledger(["append", "--db", ""], stdin: Fixtures.stepsFile(count: 1))
             #expect(emptyDB.status == 64)
             #expect(emptyDB.stderr.hasPrefix("Error: --db must not be empty\nUsage: ledger append"))
+            // Said before the input is read: with none, it was "no events in input" (exit 65, an audit).
+            for arguments in [["append", "--db", ""], ["import", "apple-health", "/nonexistent.xml", "--db", ""]] {
+                let usage = ledger(arguments, stdin: "")
+                #expect(usage.status == 64 && usage.stderr.hasPrefix("Error: --db must not be empty\n"), "\(arguments): \(usage.stderr)")
+            }
             // `client`: what an action has no use for (it listed every client for `list --admin`).
             #expect(ledger(["client", "add", "coach"], db: db).status == 0)
             let listAdmins = ledger(["client", "list", "--admin"], db: db)

@@ -195,6 +195,11 @@ struct EventInputErrorTests {
         ("{\"kind\":\"sample\",\"metadata\":{\"k\":\"v\u{1}\"}}", "malformed JSON in 'metadata.k': control character 0x1"),
         (#"{"kind":"grant","read":["steps","x<FF>"]}"#, "malformed JSON in 'read': unable to decode byte 0xff"),
         (#"{"a":"q\"x,{[","user":"\ud800"}"#, "malformed JSON in 'user': invalid Unicode"),
+        // A token that is no value names its member's whole path, as a string's error does (it
+        // named only 'a' and 'version': an audit).
+        (#"{"kind":"sample","metadata":{"a":NaN}}"#, "malformed JSON in 'metadata.a': invalid token near 'NaN'"),
+        (#"{"kind":"sample","source":{"name":"w","version":Infinity}}"#, "malformed JSON in 'source.version': invalid token near 'Infinity'"),
+        (#"{"kind":"sample","value":NaN}"#, "malformed JSON in 'value': invalid token near 'NaN'"),
         // Not in a value: in a key, or outside any string, no field is named.
         (#"{"kind":"sample","na<FF>me":1}"#, "malformed JSON: unable to decode byte 0xff"),
         (#"{"a":1 "b":2}"#, "malformed JSON: '}' expected"),
