@@ -71,7 +71,10 @@ public final class ActivityFold {
     /// one on, so a batch gave another `seq` than the same events appended one at a time.
     /// 11: a day the zone skipped (no time in it, as Pacific/Apia's 2011-12-30) gets none of
     /// a sample spanning it: it had a `per-source` row of 0 with 1 sample.
-    public static let version = 11
+    /// 12: such a sample, of a user with samples in several zones, re-merges another zone's day
+    /// of the skipped date (a neighbour): appended after a sample there that it outranks, that
+    /// day kept its total, where the two in one batch gave none.
+    public static let version = 12
 
     private let store: any StateStore
     private let context: FoldContext
@@ -301,9 +304,14 @@ public final class ActivityFold {
     /// Local days in different zones overlap in time by up to 26 hours, so once a user has
     /// samples in more than one zone, a sample also competes with samples bucketed up to two
     /// days either side: those days are recomputed too.
+    ///
+    /// The record's own days are marked again, by the same event (no change): a day its zone
+    /// skipped (Pacific/Apia's 2011-12-30) is among its `days` but holds none of it (`place`),
+    /// and another zone's day of that date is a neighbour like any other (left out with the
+    /// record's days, it kept a sample the record outranks: an audit).
     private func markNeighbours(of record: SampleRecord, mixedZones: Bool, cause: Cause) throws {
         guard mixedZones, let first = record.days.first, let last = record.days.last else { return }
-        for day in (first - 2)...(last + 2) where !record.days.contains(day) {
+        for day in (first - 2)...(last + 2) {
             let key = DayKey(user: record.user, type: record.type, day: day)
             try loadBucket(key)
             if !(buckets[key]?.isEmpty ?? true) { markDirty(key, cause) }

@@ -185,6 +185,28 @@ struct ScenarioTests {
         #expect(daily.values.reduce(0, +) == 500)
     }
 
+    /// Pacific/Apia skipped 2011-12-30. A sample there spanning the skip is in no bucket of
+    /// that day, but it competes for the hours of the other zones' 12-30: appended after an
+    /// iPhone sample of UTC's 12-30 it outranks, that day kept the iPhone's 1,000 (an audit:
+    /// the skipped day was not recomputed as a neighbour), where one batch of both gave no row.
+    @Test("a better-ranked sample spanning a day its zone skipped re-merges another zone's day of that date, however batched",
+          arguments: [true, false])
+    func skippedDayNeighbour(oneBatch: Bool) throws {
+        let h = FoldHarness(defaultZone: "UTC")
+        let events = [
+            #"{"kind":"profile","user":"ann","priority":{"steps":["Ring","iPhone"]}}"#,
+            sample(1, value: 1000, from: "2011-12-30T11:00:00Z", to: "2011-12-30T12:00:00Z", source: "iPhone"),
+            // 09:00-15:00Z: Apia's 29th until 10:00Z, then its 31st.
+            sample(2, value: 260, from: "2011-12-30T09:00:00Z", to: "2011-12-30T15:00:00Z", source: "Ring", zone: "Pacific/Apia"),
+        ]
+        if oneBatch { try h.append(events) } else { try h.append(Array(events[0...1])); try h.append(events[2]) }
+        let daily = try h.daily()
+        #expect(daily["ann 2011-12-30"] == nil, "\(daily)")
+        #expect(abs(daily["ann 2011-12-29"]! - 260.0 / 6) < 1e-9)
+        #expect(abs(daily["ann 2011-12-31"]! - 260.0 * 5 / 6) < 1e-9)
+        #expect(daily.count == 2)
+    }
+
     // MARK: 2. Midnight split
 
     @Test("a sample from 23:50 to 00:10 gives half to each day")
