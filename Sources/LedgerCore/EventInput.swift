@@ -20,9 +20,26 @@ public enum EventInput {
         var events: [(InputLocation, Event)] = []
         events.reserveCapacity(values.count)
         for (location, value) in values {
-            events.append((location, try decodeEvent(value, at: location, makeRandomID: makeRandomID)))
+            do {
+                events.append((location, try decodeEvent(value, at: location, makeRandomID: makeRandomID)))
+            } catch {
+                throw values.count == 1 ? relocated(error, in: bytes) : error
+            }
         }
         return events
+    }
+
+    /// `error`, named at its field's line when `bytes` is one object spread over lines
+    /// (pretty-printed) and the error is the object's: it named the object's first line, which
+    /// in a file of 9 lines said nothing of where to look (an audit). A field the object lacks
+    /// keeps the first line.
+    static func relocated(_ error: InputError, in bytes: [UInt8]) -> InputError {
+        guard let field = error.field, case .line(let at)? = error.location,
+              case .single(_, let first)? = try? shape(of: bytes), first == at,
+              let fieldLine = line(ofField: field, in: bytes) else { return error }
+        var moved = error
+        moved.location = .line(fieldLine)
+        return moved
     }
 
     /// `EventDecoder.decode`, its error located.
@@ -152,7 +169,11 @@ public enum EventInput {
         case .array:
             try forEachArrayElement(bytes, body)
         case .single(let value, let at):
-            try body(.line(at), value)
+            do {
+                try body(.line(at), value)
+            } catch let error as InputError {
+                throw relocated(error, in: bytes)
+            }
         case .lines:
             try parseLineTrees(bytes) { location, node in
                 if try line(location, node) { return }
@@ -322,6 +343,41 @@ public enum EventInput {
         }
         guard inValue, open.last?.key != nil else { return nil }
         return open.compactMap(\.key).map { visibleCharacters($0) }.joined(separator: ".")
+    }
+
+    /// The line (from 1) of the member at `path` (`end`, `source.name`) in the one JSON object
+    /// `bytes` holds, found by scanning its text as `fieldOfString` does; nil when there is
+    /// none (a field the event lacks, whose absence is the problem).
+    static func line(ofField path: String, in bytes: [UInt8]) -> Int? {
+        let target = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var open: [(isObject: Bool, key: String?)] = []
+        var line = 1
+        var index = 0
+        let end = bytes.count
+        while index < end {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                var close = index + 1
+                while close < end, bytes[close] != UInt8(ascii: "\"") { close += bytes[close] == UInt8(ascii: "\\") ? 2 : 1 }
+                guard close < end else { return nil }
+                if let last = open.last, last.isObject, last.key == nil {
+                    let key = String(decoding: bytes[(index + 1)..<close], as: UTF8.self)
+                    open[open.count - 1].key = key
+                    // Only objects' keys make a path; a member inside an array has none.
+                    if open.allSatisfy(\.isObject), open.map({ $0.key! }) == target { return line }
+                }
+                index = close + 1
+                continue
+            case 0x0A: line += 1
+            case UInt8(ascii: "{"): open.append((true, nil))
+            case UInt8(ascii: "["): open.append((false, nil))
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): if !open.isEmpty { open.removeLast() }
+            case UInt8(ascii: ","): if let last = open.last, last.isObject { open[open.count - 1].key = nil }
+            default: break
+            }
+            index += 1
+        }
+        return nil
     }
 
     /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).

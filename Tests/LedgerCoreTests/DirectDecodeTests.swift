@@ -203,7 +203,10 @@ struct OneLineObjectTests {
                 #expect(a.map(\.1.id) == b.map(\.1.id) && a.map(\.1.body) == b.map(\.1.body) && a.map(\.1.typed) == b.map(\.1.typed), "\(text)")
             case (.failure(let a), .failure(let b)):
                 errors += 1
-                #expect(a.description == b.description, "\(text)")
+                #expect(a.message == b.message && a.field == b.field, "\(text)")
+                // Spread over lines, a field's problem is named at that field's line.
+                let fieldLine = b.field.flatMap { EventInput.line(ofField: $0, in: Array(spread.utf8)) }
+                #expect(b.location == (fieldLine.map { .line($0) } ?? a.location), "\(text)")
             case (let a, let b):
                 Issue.record("one line: \(a); spread: \(b); for \(text)")
             }

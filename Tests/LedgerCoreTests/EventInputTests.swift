@@ -59,13 +59,26 @@ struct EventInputShapeTests {
         #expect(later.map { $0.0 } == [.line(3)])
     }
 
-    @Test("a pretty-printed object with a bad field names its first line and the field")
+    /// It named the object's first line, which in a file of 9 lines said nothing of where to
+    /// look (an audit).
+    @Test("a pretty-printed object with a bad field names the field's line and the field; one without it, its first line")
     func prettyPrintedObjectError() throws {
         let text = "\n{\n  \"kind\": \"sample\",\n  \"type\": \"steps\",\n  \"value\": -5,\n  \"start\": \"2026-11-29T08:00:00Z\",\n  \"end\": \"2026-11-29T08:10:00Z\",\n  \"source\": \"iPhone\"\n}"
         let error = try #require(inputError(text))
-        #expect(error.location == .line(2))
+        #expect(error.location == .line(5))
         #expect(error.field == "value")
-        #expect(error.description.hasPrefix("line 2: 'value' must not be negative"))
+        #expect(error.description.hasPrefix("line 5: 'value' must not be negative"))
+        // A nested field, past a key of the same name in another object.
+        let nested = "{\n  \"kind\": \"sample\", \"type\": \"steps\", \"value\": 5,\n  \"metadata\": {\"name\": \"x\"},\n  \"start\": \"2026-11-29T08:00:00Z\", \"end\": \"2026-11-29T08:10:00Z\",\n  \"source\": {\n    \"name\": \"\"\n  }\n}"
+        let inSource = try #require(inputError(nested))
+        #expect(inSource.field == "source.name")
+        #expect(inSource.location == .line(6), "\(inSource)")
+        // A field the object lacks is named at the object's first line.
+        let missing = "\n\n{\n  \"kind\": \"sample\",\n  \"type\": \"steps\",\n  \"value\": 5,\n  \"start\": \"2026-11-29T08:00:00Z\",\n  \"end\": \"2026-11-29T08:10:00Z\"\n}"
+        let lacking = try #require(inputError(missing))
+        #expect(lacking.location == .line(3), "\(lacking)")
+        #expect(EventInput.line(ofField: "end", in: Array(missing.utf8)) == 8)
+        #expect(EventInput.line(ofField: "source", in: Array(missing.utf8)) == nil)
     }
 
     @Test("a single one-line object is line 1")
