@@ -476,13 +476,25 @@ public final class HTTPServer: @unchecked Sendable {
             Response(status: status, body: value.canonicalBytes + [0x0A])
         }
 
-        /// What a request gets once a stop has begun: nothing of it was written.
-        static var shuttingDown: Response { .error(503, "the server is shutting down; nothing was written") }
+        /// What a request gets once a stop has begun: nothing of it was written. A client may
+        /// try again once the server is back (`Retry-After`, RFC 9110 §10.2.3).
+        static var shuttingDown: Response {
+            var response = Response.error(503, "the server is shutting down; nothing was written")
+            response.headers.append(("Retry-After", "5"))
+            return response
+        }
 
+        /// A JSON error. The message is one line whatever a request put in it: what a query
+        /// argument or a path brings (`?type=a%0ab`) has its control and invisible characters
+        /// written as `\u{…}` (`visibleCharacters`), as the CLI shows them (an audit found a
+        /// decoded newline and a U+202E echoed raw). A 401 says how to authenticate
+        /// (`WWW-Authenticate: Bearer`, RFC 9110 §11.6.1 and RFC 6750 §3: an audit).
         static func error(_ status: Int, _ message: String, extra: [String: JSONValue] = [:]) -> Response {
             var object = extra
-            object["error"] = .string(message)
-            return json(status, .object(object))
+            object["error"] = .string(visibleCharacters(message))
+            var response = json(status, .object(object))
+            if status == 401 { response.headers.append(("WWW-Authenticate", #"Bearer realm="ledger""#)) }
+            return response
         }
     }
 
@@ -503,7 +515,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             // Refused before any body is read, and before authentication: what libmicrohttpd
             // accepts but would leave the handlers guessing (`requestProblem`).
-            if let refusal = requestProblem(connection, version: version) {
+            if let refusal = requestProblem(connection, method: method, version: version) {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)
             }
@@ -512,6 +524,13 @@ public final class HTTPServer: @unchecked Sendable {
             // to 64 MiB of it was held in memory (an audit held 600 MB with ten such requests).
             let request = Request()
             let (target, authority) = HTTPServer.originForm(url)
+            // libmicrohttpd splits the query off at the first '?' as sent, then decodes the
+            // path: a '?' left in it was sent as %3F, and reading a query from there dropped it
+            // silently (`/v1/projections/daily%3Fuser=bob` answered every user: an audit).
+            if target.contains("?") {
+                metrics.values.withLock { $0.requests += 1 }
+                return queue(.error(400, "the path '\(target)' holds a '?' sent as %3F, which ends no path here: a query begins at a '?' sent as it is"), on: connection)
+            }
             request.target = target
             switch authenticate(connection, targetAuthority: authority) {
             case .success(let found): request.client = found
@@ -994,7 +1013,7 @@ public final class HTTPServer: @unchecked Sendable {
         if let user = argument("user"), let problem = EventDecoder.nameProblem(user, field: "user") { return .error(400, problem) }
         var filter = RowFilter(user: argument("user"), type: impliedType)
         if let text = argument("type") {
-            guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)'") }
+            guard let type = QuantityType(name: text) else { return .error(400, "unknown type '\(text)' (expected \(QuantityType.acceptedNames))") }
             if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: "'\(text)'", option: "type") {
                 return .error(400, conflict)
             }
@@ -1110,7 +1129,7 @@ public final class HTTPServer: @unchecked Sendable {
         if let user, let problem = EventDecoder.nameProblem(user, field: "user") { return queue(.error(400, problem), on: connection) }
         var filter = ChangeFilter(projection: projection, user: user, type: impliedType)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
-            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
+            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)' (expected \(QuantityType.acceptedNames))"), on: connection) }
             if let conflict = ProjectionName.typeConflict(implied: impliedType, given: type, spelled: "'\(text)'", option: "type") {
                 return queue(.error(400, conflict), on: connection)
             }
@@ -1145,13 +1164,20 @@ public final class HTTPServer: @unchecked Sendable {
         func given(_ kind: MHD_ValueKind, _ name: String) -> String? {
             value(connection, kind: kind, name).flatMap { $0.isEmpty ? nil : $0 }
         }
-        let resume = given(.HEADER_KIND, "Last-Event-ID")
-            ?? given(.GET_ARGUMENT_KIND, "lastEventId") ?? value(connection, kind: .GET_ARGUMENT_KIND, "from")
+        // Which input the position came from, for its error (they said "'from' / 'Last-Event-ID'"
+        // and not the value: an audit).
+        let (resume, input): (String?, String) = if let header = given(.HEADER_KIND, "Last-Event-ID") {
+            (header, "header 'Last-Event-ID'")
+        } else if let argument = given(.GET_ARGUMENT_KIND, "lastEventId") {
+            (argument, "'lastEventId'")
+        } else {
+            (value(connection, kind: .GET_ARGUMENT_KIND, "from"), "'from'")
+        }
         let head = (try? log.head().seq) ?? 0
         guard let resume, resume != "now" else { return .success(ChangePosition(after: head, sentOfNext: 0)) }
         guard let position = ChangePosition(resume), withinSeq || position.sentOfNext == 0 else {
-            return .failure(Refusal(response: .error(400, withinSeq ? "'from' / 'Last-Event-ID' must be a seq (or an event id this server sent, SEQ.K)"
-                                                                   : "'from' / 'Last-Event-ID' must be a seq (or now)")))
+            return .failure(Refusal(response: .error(400, withinSeq ? "\(input) must be a seq (or an event id this server sent, SEQ.K), got '\(resume)'"
+                                                                   : "\(input) must be a seq (or now), got '\(resume)'")))
         }
         if let refusal = position.pastHead(head, given: resume) { return .failure(Refusal(response: .error(409, refusal))) }
         return .success(position)
@@ -1168,7 +1194,7 @@ public final class HTTPServer: @unchecked Sendable {
         if let user, let problem = EventDecoder.nameProblem(user, field: "user") { return queue(.error(400, problem), on: connection) }
         var filter = ChangeFilter(user: user)
         if let text = value(connection, kind: .GET_ARGUMENT_KIND, "type") {
-            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)'"), on: connection) }
+            guard let type = QuantityType(name: text) else { return queue(.error(400, "unknown type '\(text)' (expected \(QuantityType.acceptedNames))"), on: connection) }
             filter.type = type
         }
         switch streamStart(connection, withinSeq: false) {
@@ -1249,7 +1275,7 @@ public final class HTTPServer: @unchecked Sendable {
     ///   lookups do, so `user=a&User=b` is a repeat), or a key or value holding a NUL byte
     ///   (`%00`), which every C-string lookup would cut short. Empty segments (`?a=1&&b=2`,
     ///   `&=`) name nothing and are ignored, as the lookups do.
-    func requestProblem(_ connection: OpaquePointer, version: String) -> Response? {
+    func requestProblem(_ connection: OpaquePointer, method: String, version: String) -> Response? {
         final class Found {
             var headers: [[UInt8]: [[UInt8]]] = [:]
             var arguments: Set<[UInt8]> = []
@@ -1302,6 +1328,11 @@ public final class HTTPServer: @unchecked Sendable {
         // drops, and nothing after (it would not decode `chunked ` and wait for the body).
         if codings.count > 1 || codings.contains(where: { $0.drop(while: { $0 == " " || $0 == "\t" }).lowercased() != "chunked" }) {
             return .error(501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'")
+        }
+        // A POST whose body has no length: RFC 9112 §6.3 reads it as empty, and "no events in
+        // input" answered events that were sent (an audit). 411 says what is missing.
+        if method == "POST", lengths.isEmpty, codings.isEmpty {
+            return .error(411, "a POST needs its body's length: send 'Content-Length' or 'Transfer-Encoding: chunked'")
         }
         if let length = lengths.first, let size = UInt64(length), size > UInt64(HTTPServer.maxBody) {
             return .error(413, "the body is larger than 64 MiB")

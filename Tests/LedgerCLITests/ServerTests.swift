@@ -512,6 +512,25 @@ struct ServerTests {
             #expect(typo.body.contains("unknown query argument 'form' on /v1/projections/daily. Did you mean 'from'?"), "\(typo.body)")
             #expect(try get("/v1/replay/daily?to_seq=2&to_dat=2026-11-29").status == 400)
             #expect(try get("/v1/events?limt=1").status == 400)
+            // What an argument brings is shown, never echoed raw: a decoded newline or U+202E
+            // went out as it came (an audit); an unknown type lists those known, as the CLI does.
+            let newline = try get("/v1/projections/daily?type=a%0Ab")
+            #expect(newline.status == 400 && newline.body == #"{"error":"unknown type 'a\\u{A}b' (expected steps, distance, flights, active-energy (or HealthKit's identifiers))"}"# + "\n", "\(newline.body)")
+            let reversed = try get("/v1/projections/daily?user=ann&fro%E2%80%AEm=1")
+            #expect(reversed.status == 400 && reversed.body.contains(#"fro\\u{202E}m"#) && !reversed.body.contains("\u{202E}"), "\(reversed.body)")
+            // A '?' sent as %3F is no query: what followed it was dropped, and every user's rows
+            // answered `daily%3Fuser=bob` (an audit).
+            let escaped = try get("/v1/projections/daily%3Fuser=bob")
+            #expect(escaped.status == 400 && escaped.body.contains("holds a '?' sent as %3F"), "\(escaped.body)")
+            #expect(try get("/v1/health%3Fx").status == 400)
+            // A stream's start that is no seq names its input and its value.
+            let badStart = try get("/v1/subscribe/daily?user=ann&from=1e3")
+            #expect(badStart.status == 400 && badStart.body.contains("'from' must be a seq (or an event id this server sent, SEQ.K), got '1e3'"), "\(badStart.body)")
+            let badHeader = try http("GET", port: f.port, path: "/v1/subscribe/events", headers: f.auth.merging(["Last-Event-ID": "abc"]) { $1 })
+            #expect(badHeader.status == 400 && badHeader.body.contains("header 'Last-Event-ID' must be a seq (or now), got 'abc'"), "\(badHeader.body)")
+            // A POST whose body has no length is told so (it was "no events in input").
+            let unsized = try http(raw: Array("POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nAuthorization: \(f.auth["Authorization"]!)\r\n\r\n\(step(minute: 2))\n".utf8), port: f.port)
+            #expect(unsized.status == 411 && unsized.body.contains("send 'Content-Length' or 'Transfer-Encoding: chunked'"), "\(unsized.body)")
             // What clients add on their own is not refused: a cache buster, tracking, a short name.
             for path in ["/v1/health?_=1732950000", "/v1/projections/daily?user=ann&utm_source=app", "/v1/events?x=1"] {
                 #expect(try get(path).status == 200, "\(path)")
@@ -1410,7 +1429,10 @@ struct ServerTests {
         try withServer { f in
             let coach = try f.addClient("coach")
             #expect(try http("GET", port: f.port, path: "/v1/health").status == 401)
-            #expect(try http("GET", port: f.port, path: "/v1/health", headers: ["Authorization": "Bearer ldg_nope"]).status == 401)
+            let wrongToken = try http("GET", port: f.port, path: "/v1/health", headers: ["Authorization": "Bearer ldg_nope"])
+            #expect(wrongToken.status == 401)
+            // RFC 9110 §11.6.1: a 401 says how to authenticate (it had no such header: an audit).
+            #expect(wrongToken.headers["www-authenticate"] == #"Bearer realm="ledger""#, "\(wrongToken.headers)")
             #expect(try http("GET", port: f.port, path: "/v1/health", headers: f.auth).status == 200)
             // No grant yet: 403 for reading and for appending.
             let coachAuth = ["Authorization": "Bearer \(coach)"]
