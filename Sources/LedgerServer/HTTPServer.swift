@@ -344,7 +344,7 @@ public final class HTTPServer: @unchecked Sendable {
         // daemon stops; the worker keeps the server alive until it ends.
         let overdue = workers.withLock { Array($0.running.values) }
         for work in overdue {
-            deliver(.error(503, "the server stopped before this request was answered; nothing was written"),
+            deliver(.stopping("the server stopped before this request was answered; nothing was written"),
                     to: work.request, work.suspended)
         }
         // Every queued POST is now committed and its connection resumed with the answer, but
@@ -478,8 +478,11 @@ public final class HTTPServer: @unchecked Sendable {
 
         /// What a request gets once a stop has begun: nothing of it was written. A client may
         /// try again once the server is back (`Retry-After`, RFC 9110 §10.2.3).
-        static var shuttingDown: Response {
-            var response = Response.error(503, "the server is shutting down; nothing was written")
+        static var shuttingDown: Response { stopping("the server is shutting down; nothing was written") }
+
+        /// A 503 of a stopping server, saying `message`, with `Retry-After`.
+        static func stopping(_ message: String) -> Response {
+            var response = Response.error(503, message)
             response.headers.append(("Retry-After", "5"))
             return response
         }

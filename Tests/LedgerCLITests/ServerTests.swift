@@ -1008,6 +1008,10 @@ struct ServerTests {
             try connection.send(Array(body[half...]))
             let status = try connection.readLine(timeout: 10)
             #expect(status == "HTTP/1.1 503 Service Unavailable", "\(String(describing: status))")
+            // Its headers say when to try again (RFC 9110 §10.2.3).
+            var headers: [String] = []
+            while let line = try connection.readLine(timeout: 10), !line.isEmpty { headers.append(line.lowercased()) }
+            #expect(headers.contains("retry-after: 5"), "\(headers)")
             server.process.waitUntilExit()
             #expect(server.process.terminationStatus == 0)
             #expect(try runProcess(binary, ["stats", "--db", db]).stdout.contains("\"head\":0,"))
