@@ -23,7 +23,7 @@ enum Chart {
             if types.count > 1 { parts.append(row.values["type"]?.stringValue ?? "") }
             if let source = row.values["source"]?.stringValue { parts.append(source) }
             if row.values["stale"] == .bool(true) { parts.append("(stale)") }
-            return parts.joined(separator: " ")
+            return OutputFormat.shown(parts.joined(separator: " "))
         }
         let values = rows.map { $0.values["value"]?.numberValue ?? 0 }
         func scale(_ row: Row) -> String {
@@ -31,7 +31,7 @@ enum Chart {
         }
         var largestOf: [String: Double] = [:]
         for (index, row) in rows.enumerated() { largestOf[scale(row)] = max(largestOf[scale(row)] ?? 0, values[index]) }
-        let labelWidth = labels.map(\.count).max() ?? 0
+        let labelWidth = labels.map(OutputFormat.displayWidth).max() ?? 0
         var text = ""
         for (index, row) in rows.enumerated() {
             let value = values[index], largest = largestOf[scale(row)] ?? 0
@@ -41,8 +41,8 @@ enum Chart {
             bar += partial
             let unit = row.values["unit"]?.stringValue ?? ""
             let shown = OutputFormat.rounded(value, isCount: unit == "count")
-            text += labels[index].padding(toLength: labelWidth, withPad: " ", startingAt: 0)
-                + "  " + bar.padding(toLength: width + 1, withPad: " ", startingAt: 0) + " \(shown) \(unit)\n"
+            text += OutputFormat.padded(labels[index], to: labelWidth)
+                + "  " + bar + String(repeating: " ", count: width + 1 - bar.count) + " \(shown) \(unit)\n"
         }
         return text
     }

@@ -71,19 +71,21 @@ struct RowSet {
             let unitIndex = columns.firstIndex(of: "unit")
             let cells = rows.map { row in
                 zip(columns, row).map { column, value in
-                    guard roundedValues, column == "value", let number = value?.numberValue else { return plain(value) }
+                    // Shown, not stored: a name's invisible characters (a U+202E that turns the
+                    // line around) are written as `\u{…}`, as errors write them.
+                    guard roundedValues, column == "value", let number = value?.numberValue else { return OutputFormat.shown(plain(value)) }
                     let isCount = unitIndex.map { row[$0]?.stringValue == "count" } ?? false
                     return OutputFormat.rounded(number, isCount: isCount)
                 }
             }
             let headers = columns.map { $0.uppercased() }
-            var widths = headers.map(\.count)
+            var widths = headers.map(OutputFormat.displayWidth)
             for row in cells {
-                for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) }
+                for (index, cell) in row.enumerated() { widths[index] = max(widths[index], OutputFormat.displayWidth(cell)) }
             }
             func line(_ cells: [String]) -> String {
                 zip(cells, widths).enumerated().map { index, pair in
-                    index == cells.count - 1 ? pair.0 : pair.0.padding(toLength: pair.1, withPad: " ", startingAt: 0)
+                    index == cells.count - 1 ? pair.0 : OutputFormat.padded(pair.0, to: pair.1)
                 }.joined(separator: "  ")
             }
             var text = line(headers) + "\n"
@@ -124,5 +126,49 @@ struct RowSet {
     func csvField(_ text: String) -> String {
         guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
         return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
+
+extension OutputFormat {
+    /// `text` as `table` and `chart` show it: `visibleCharacters`, but an emoji sequence (a
+    /// family joined by U+200D) kept whole, as the picture it is.
+    static func shown(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            let scalars = character.unicodeScalars
+            if scalars.count > 1, let first = scalars.first, first.properties.isEmoji, first.value > 0xFF {
+                out.append(character)
+            } else {
+                out += visibleCharacters(String(character))
+            }
+        }
+        return out
+    }
+
+    /// The columns `text` takes on a terminal: one per character as a person sees it (a
+    /// letter with its combining accents, a family emoji of several scalars), two for a wide
+    /// one (East Asian wide and full-width characters, emoji shown as pictures). Widths counted
+    /// in characters left `日本語` three columns short, and Foundation's `padding(toLength:)`,
+    /// which counts UTF-16 units, cut `émile` (decomposed) to `émil` and split an emoji (an
+    /// audit).
+    static func displayWidth(_ text: String) -> Int {
+        text.reduce(0) { width, character in width + columnsOf(character) }
+    }
+
+    private static func columnsOf(_ character: Character) -> Int {
+        guard let first = character.unicodeScalars.first else { return 0 }
+        if character.unicodeScalars.contains(where: { $0.value == 0xFE0F }) || first.properties.isEmojiPresentation { return 2 }
+        switch first.value {
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+             0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+            return 2
+        default:
+            return 1
+        }
+    }
+
+    /// `text` followed by spaces up to `width` columns (`displayWidth`); never cut.
+    static func padded(_ text: String, to width: Int) -> String {
+        text + String(repeating: " ", count: max(0, width - displayWidth(text)))
     }
 }

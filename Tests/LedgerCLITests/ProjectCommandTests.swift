@@ -1,5 +1,5 @@
 import Foundation
-import LedgerCLI
+@testable import LedgerCLI
 import LedgerCore
 import LedgerStore
 import Projections
@@ -77,6 +77,32 @@ struct ProjectCommandTests {
                 let chart = ledger(["project", projection, "--format", "chart"], db: db)
                 #expect(chart.status == 0 && chart.stdout.hasSuffix(" 9224000000000000000 count\n"), "\(chart.stdout)\(chart.stderr)")
             }
+        }
+    }
+
+    /// Foundation's `padding(toLength:)` counts UTF-16 units: a decomposed "émile" printed as
+    /// "émil", a family emoji was split in half, and wide names misaligned the columns (an audit).
+    @Test("table and chart show names whole, aligned by the columns they take; invisible characters written as \\u{…}")
+    func wideNames() throws {
+        try withTemporaryLedger { db in
+            let users = ["e\u{301}mile", "👨‍👩‍👧", "日本語", "r\u{202E}x", "ann"]
+            let lines = users.enumerated().map { index, user in
+                #"{"kind":"sample","user":"\#(user)","type":"steps","value":\#(index + 1),"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}"#
+            }
+            #expect(ledger(["append"], stdin: lines.joined(separator: "\n"), db: db).status == 0)
+            let table = ledger(["project", "daily", "--format", "table"], db: db).stdout
+            let rows = table.split(separator: "\n").map(String.init)
+            #expect(rows.count == 6, "\(table)")
+            // Every row's TYPE column starts at the same terminal column.
+            let typeColumns = rows.map { row in OutputFormat.displayWidth(String(row[..<row.range(of: row == rows[0] ? "TYPE" : "steps")!.lowerBound])) }
+            #expect(Set(typeColumns).count == 1, "\(typeColumns)\n\(table)")
+            for shown in ["e\u{301}mile ", "👨‍👩‍👧 ", "日本語 ", "r\\u{202E}x "] { #expect(table.contains(shown), "\(shown): \(table)") }
+            #expect(!table.contains("\u{202E}"))
+            #expect(OutputFormat.displayWidth("日本語") == 6 && OutputFormat.displayWidth("e\u{301}mile") == 5 && OutputFormat.displayWidth("👨‍👩‍👧") == 2)
+            let chart = ledger(["project", "daily", "--format", "chart"], db: db).stdout
+            for shown in ["👨‍👩‍👧", "e\u{301}mile", "r\\u{202E}x"] { #expect(chart.contains(shown), "\(shown): \(chart)") }
+            let bars = chart.split(separator: "\n").map { row in OutputFormat.displayWidth(String(row[..<row.firstIndex(where: { "█▏▎▍▌▋▊▉".contains($0) })!])) }
+            #expect(Set(bars).count == 1, "\(bars)\n\(chart)")
         }
     }
 
