@@ -275,20 +275,23 @@ extension Commands {
         case "add":
             try refuse(["format"], names: 1)
             guard arguments.positionals.count == 2 else { throw CLIError.usage("missing NAME", usage: usage) }
-            let log = try context.openLog(arguments, create: true)
-            do {
-                let token = try log.addClient(name: arguments.positionals[1], admin: arguments.has("admin"))
-                context.stdout.write(token + "\n")
-                // The token is shown only once: if it reached nobody (standard output closed,
-                // full, or its reader gone), the client is removed again rather than left
-                // with a token no one has.
-                if let failure = context.stdout.failed {
-                    try log.removeClient(name: arguments.positionals[1])
-                    throw CLIError.runtime("cannot write the token to standard output (\(failure)); the client was not added")
+            // A ledger this command creates is removed again when it fails (a refused name left
+            // an empty ledger behind: an audit), as `append` removes one.
+            try context.withCreatedLog(arguments) { log in
+                do {
+                    let token = try log.addClient(name: arguments.positionals[1], admin: arguments.has("admin"))
+                    context.stdout.write(token + "\n")
+                    // The token is shown only once: if it reached nobody (standard output closed,
+                    // full, or its reader gone), the client is removed again rather than left
+                    // with a token no one has.
+                    if let failure = context.stdout.failed {
+                        try log.removeClient(name: arguments.positionals[1])
+                        throw CLIError.runtime("cannot write the token to standard output (\(failure)); the client was not added")
+                    }
+                    context.stderr.write("client '\(visibleCharacters(arguments.positionals[1]))' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
+                } catch let error as EventLog.ClientError {
+                    throw CLIError.data(error.description)
                 }
-                context.stderr.write("client '\(visibleCharacters(arguments.positionals[1]))' added\(arguments.has("admin") ? " (admin)" : ""); the token above is shown only once\n")
-            } catch let error as EventLog.ClientError {
-                throw CLIError.data(error.description)
             }
         case "list":
             try refuse(["admin"], names: 0)

@@ -346,6 +346,11 @@ struct CommandTests {
                 #expect(run.status == 65 && run.stderr.hasPrefix("Error: a client name must not hold characters that print as nothing or reorder the text: '") && run.stderr.hasSuffix("holds U+\(code)\n"), "\(run.stderr)")
             }
             #expect(ledger(["client", "list", "--format", "csv"], db: db).stdout.split(separator: "\n").count == 2)
+            // A refused name leaves no ledger where there was none (an empty one was left: an audit).
+            let fresh = URL(fileURLWithPath: db).deletingLastPathComponent().path + "/fresh/deep.db"
+            let refused = ledger(["client", "add", "", "--db", fresh])
+            #expect(refused.status == 65 && !FileManager.default.fileExists(atPath: fresh), "\(refused.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: fresh).deletingLastPathComponent().path))
             // Joiners that shape a name, and a flag's tag characters, are part of it.
             for name in ["\u{1F469}\u{200D}\u{1F4BB}", "\u{645}\u{6CC}\u{200C}\u{62E}\u{648}\u{627}\u{647}\u{645}", "\u{1F3F4}\u{E0067}\u{E0062}\u{E0073}\u{E0063}\u{E0074}\u{E007F}"] {
                 #expect(ledger(["client", "add", name], db: db).status == 0, "\(name)")
