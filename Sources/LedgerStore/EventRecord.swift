@@ -276,8 +276,7 @@ struct ChainWalk {
     private(set) var expected: UInt64 = 1
     private(set) var previousHash = EventRecord.genesisHash
     private(set) var lastRecorded: Timestamp?
-    /// Whether hashes are recomputed; without, only the order of seqs and times is checked
-    /// (`rebuild`, which is no audit: hashing cost it a sixth more CPU).
+    /// Whether hashes are recomputed; without, only the order of seqs and times is checked.
     let hashing: Bool
     /// With `checkingIDs`, each id must come once (appends admit it once; a copy of a record
     /// with a valid chain hash is otherwise counted twice). In memory: about 50 MB a million.

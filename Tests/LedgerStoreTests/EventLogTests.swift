@@ -759,6 +759,13 @@ struct EventLogTests {
             // Up to a point before the change, the replay stands.
             #expect(try log.withReplay(to: .seq(2)) { point, _ in point.seq } == 2)
             #expect(before.seq == 20)
+            // Nor does `rebuild` fold it (an audit: it did, and exited 0), and it changes nothing.
+            let rows = try log.rows(.daily, filter: RowFilter())
+            #expect(performing: { _ = try log.rebuildProjections() }, throws: { error in
+                guard case .corrupt(let seq, let reason)? = error as? LedgerError else { return false }
+                return seq == 4 && reason.hasPrefix("its hash does not match")
+            })
+            #expect(try log.rows(.daily, filter: RowFilter()) == rows)
         }
     }
 
