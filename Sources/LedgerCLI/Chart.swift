@@ -11,7 +11,7 @@ enum Chart {
     static func render(_ rows: [Row], projection: ProjectionName) -> String {
         guard projection != .grants else {
             return rows.map { row in
-                "\(row.values["user"]?.stringValue ?? "") \(row.values["client"]?.stringValue ?? ""): read \(list(row.values["read"])), share \(list(row.values["share"]))"
+                OutputFormat.shown("\(row.values["user"]?.stringValue ?? "") \(row.values["client"]?.stringValue ?? ""): read \(list(row.values["read"])), share \(list(row.values["share"]))")
             }.joined(separator: "\n") + (rows.isEmpty ? "" : "\n")
         }
         // Name the user or type in a label only when the rows hold more than one.

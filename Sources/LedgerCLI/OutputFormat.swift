@@ -131,15 +131,23 @@ struct RowSet {
 
 extension OutputFormat {
     /// `text` as `table` and `chart` show it: `visibleCharacters`, but an emoji sequence (a
-    /// family joined by U+200D) kept whole, as the picture it is.
+    /// family joined by U+200D) kept whole, as the picture it is, and the joiners (U+200C,
+    /// U+200D, letters of Persian and Indic names) and spaces (U+3000 in `山田　太郎`) that
+    /// names may hold left as they are (a review).
     static func shown(_ text: String) -> String {
         var out = ""
         for character in text {
             let scalars = character.unicodeScalars
             if scalars.count > 1, let first = scalars.first, first.properties.isEmoji, first.value > 0xFF {
                 out.append(character)
-            } else {
-                out += visibleCharacters(String(character))
+                continue
+            }
+            for scalar in scalars {
+                if scalar.value == 0x200C || scalar.value == 0x200D || scalar.properties.generalCategory == .spaceSeparator {
+                    out.unicodeScalars.append(scalar)
+                } else {
+                    out += visibleCharacters(String(scalar))
+                }
             }
         }
         return out

@@ -184,25 +184,28 @@ final class ExportStream {
     /// `导出.xml`) beside an `export_cda.xml` that keeps its English name. So: the entries named
     /// `export.xml` if there are any, else the `.xml` entries, other than `export_cda.xml`,
     /// whose document `isHealthData` finds is `<HealthData>`.
+    ///
+    /// Both kinds count together, so an archive of `a/export.xml` and `b/exportar.xml` is two
+    /// exports, as two `export.xml` are. `isHealthData` answers nil for an entry it cannot
+    /// read (encrypted, say), which counts as one, so that its own error names it.
     static func exportEntries(_ names: [(index: Int64, name: String)],
-                              isHealthData: (Int64) -> Bool) -> [(index: Int64, name: String)] {
+                              isHealthData: (Int64) -> Bool?) -> [(index: Int64, name: String)] {
         func file(_ name: String) -> Substring { name.split(separator: "/", omittingEmptySubsequences: false).last ?? "" }
-        let english = names.filter { file($0.name) == "export.xml" }
-        if !english.isEmpty { return english }
         return names.filter { entry in
             let name = file(entry.name)
-            return name.lowercased().hasSuffix(".xml") && name != "export_cda.xml" && isHealthData(entry.index)
+            if name == "export.xml" { return true }
+            return name.lowercased().hasSuffix(".xml") && name != "export_cda.xml" && isHealthData(entry.index) != false
         }
     }
 
     /// Whether the entry at `index` begins as an export does: its first 4 KiB name the
-    /// `HealthData` document (in the DOCTYPE or as the root element).
-    private static func startsAsHealthData(_ zip: LibZip, _ archive: OpaquePointer, _ index: Int64) -> Bool {
-        guard let file = zip.fopenIndex(archive, UInt64(index), 0) else { return false }
+    /// `HealthData` document (in the DOCTYPE or as the root element); nil when it cannot be read.
+    private static func startsAsHealthData(_ zip: LibZip, _ archive: OpaquePointer, _ index: Int64) -> Bool? {
+        guard let file = zip.fopenIndex(archive, UInt64(index), 0) else { return nil }
         defer { zip.fclose(file) }
         var head = [UInt8](repeating: 0, count: 4096)
         let count = head.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) }
-        guard count > 0 else { return false }
+        guard count >= 0 else { return nil }
         return namesHealthData(head[0..<Int(count)])
     }
 
@@ -408,7 +411,9 @@ final class ExportStream {
                 }
             case .zip(let zip, _, let file):
                 count = Int(raw.withUnsafeMutableBytes { zip.fread(file, $0.baseAddress, UInt64($0.count)) })
-                if count < 0 { problem = zip.fileError(file).map { "the archive could not be read: " + String(cString: $0) } }
+                // The entry passed its checksum before the import began: a read that fails
+                // now is the machine's (exit 1, as for a plain file), not the data's.
+                if count < 0 { readError = zip.fileError(file).map { "the archive could not be read: " + String(cString: $0) } ?? "the archive could not be read" }
             }
             if count < 0 { return false }
             if count == 0 {

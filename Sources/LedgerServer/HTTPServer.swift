@@ -518,7 +518,7 @@ public final class HTTPServer: @unchecked Sendable {
             }
             // Refused before any body is read, and before authentication: what libmicrohttpd
             // accepts but would leave the handlers guessing (`requestProblem`).
-            if let refusal = requestProblem(connection, method: method, version: version) {
+            if let refusal = requestProblem(connection, version: version) {
                 metrics.values.withLock { $0.requests += 1 }
                 return queue(refusal, on: connection)
             }
@@ -595,6 +595,11 @@ public final class HTTPServer: @unchecked Sendable {
         switch (method, route) {
         case ("POST", "v1/events"):
             if request.bodyTooLarge { return queue(.error(413, "the body is larger than 64 MiB"), on: connection) }
+            // A body without a length: RFC 9112 §6.3 reads it as empty, and "no events in
+            // input" answered events that were sent (an audit). 411 says what is missing.
+            if value(connection, kind: .HEADER_KIND, "Content-Length") == nil, value(connection, kind: .HEADER_KIND, "Transfer-Encoding") == nil {
+                return queue(.error(411, "a POST needs its body's length: send 'Content-Length' or 'Transfer-Encoding: chunked'"), on: connection)
+            }
             return post(request, connection: connection, client: client)
         case ("GET", "v1/events"):
             if let client, !client.admin {
@@ -1278,7 +1283,7 @@ public final class HTTPServer: @unchecked Sendable {
     ///   lookups do, so `user=a&User=b` is a repeat), or a key or value holding a NUL byte
     ///   (`%00`), which every C-string lookup would cut short. Empty segments (`?a=1&&b=2`,
     ///   `&=`) name nothing and are ignored, as the lookups do.
-    func requestProblem(_ connection: OpaquePointer, method: String, version: String) -> Response? {
+    func requestProblem(_ connection: OpaquePointer, version: String) -> Response? {
         final class Found {
             var headers: [[UInt8]: [[UInt8]]] = [:]
             var arguments: Set<[UInt8]> = []
@@ -1331,11 +1336,6 @@ public final class HTTPServer: @unchecked Sendable {
         // drops, and nothing after (it would not decode `chunked ` and wait for the body).
         if codings.count > 1 || codings.contains(where: { $0.drop(while: { $0 == " " || $0 == "\t" }).lowercased() != "chunked" }) {
             return .error(501, "the only transfer coding accepted is 'Transfer-Encoding: chunked'")
-        }
-        // A POST whose body has no length: RFC 9112 §6.3 reads it as empty, and "no events in
-        // input" answered events that were sent (an audit). 411 says what is missing.
-        if method == "POST", lengths.isEmpty, codings.isEmpty {
-            return .error(411, "a POST needs its body's length: send 'Content-Length' or 'Transfer-Encoding: chunked'")
         }
         if let length = lengths.first, let size = UInt64(length), size > UInt64(HTTPServer.maxBody) {
             return .error(413, "the body is larger than 64 MiB")

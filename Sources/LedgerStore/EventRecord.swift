@@ -347,7 +347,7 @@ struct ChainWalk {
     }
 
     static func altered(_ seq: UInt64) -> LedgerError {
-        .corrupt(seq: seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes)")
+        .corrupt(seq: seq, reason: "its hash does not match its content and the previous hash (the log was altered at or before this event's bytes); nothing is folded over it: 'ledger log --from \(seq) --limit 1' shows it as stored, and a backup made before the change ('ledger backup', or a copy kept) is the ledger to restore, since the log is never rewritten")
     }
 }
 

@@ -189,6 +189,9 @@ struct ImportTests {
                 with zipfile.ZipFile(folder + "/notes.zip", "w") as z:
                     z.writestr("apple_health_export/export_cda.xml", xml)
                     z.writestr("apple_health_export/notes.xml", b"<?xml version='1.0'?><notes/>")
+                with zipfile.ZipFile(folder + "/mixed.zip", "w") as z:
+                    z.writestr("a/export.xml", xml)
+                    z.writestr("b/exportar.xml", xml)
                 with zipfile.ZipFile(folder + "/two-languages.zip", "w") as z:
                     z.writestr("apple_health_export/exportar.xml", xml)
                     z.writestr("apple_health_export/eksport.xml", xml)
@@ -217,6 +220,8 @@ struct ImportTests {
                 ("none.zip", "the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)"),
                 // Not an export by its name or its document.
                 ("notes.zip", "the archive holds no export.xml (nor an export under another name: an .xml file, other than export_cda.xml, whose document is <HealthData>)"),
+                // An English and a localized export are two as well.
+                ("mixed.zip", "the archive holds 2 Health exports (a/export.xml, b/exportar.xml); unzip the one to import and import that file"),
                 ("two-languages.zip", "the archive holds 2 Health exports (apple_health_export/exportar.xml, apple_health_export/eksport.xml); unzip the one to import and import that file"),
                 // libzip's own words for what is wrong, not its error number (it said "libzip
                 // error 19"), and what a missing directory nearly always means.

@@ -98,6 +98,10 @@ struct ProjectCommandTests {
             #expect(Set(typeColumns).count == 1, "\(typeColumns)\n\(table)")
             for shown in ["e\u{301}mile ", "👨‍👩‍👧 ", "日本語 ", "r\\u{202E}x "] { #expect(table.contains(shown), "\(shown): \(table)") }
             #expect(!table.contains("\u{202E}"))
+            // The joiners and spaces names hold are letters of them, not hidden characters.
+            #expect(OutputFormat.shown("\u{639}\u{644}\u{6CC}\u{200C}\u{631}\u{636}\u{627}") == "\u{639}\u{644}\u{6CC}\u{200C}\u{631}\u{636}\u{627}")
+            #expect(OutputFormat.shown("山田\u{3000}太郎") == "山田\u{3000}太郎")
+            #expect(OutputFormat.shown("a\u{200B}b\u{202E}") == "a\\u{200B}b\\u{202E}")
             #expect(OutputFormat.displayWidth("日本語") == 6 && OutputFormat.displayWidth("e\u{301}mile") == 5 && OutputFormat.displayWidth("👨‍👩‍👧") == 2)
             let chart = ledger(["project", "daily", "--format", "chart"], db: db).stdout
             for shown in ["👨‍👩‍👧", "e\u{301}mile", "r\\u{202E}x"] { #expect(chart.contains(shown), "\(shown): \(chart)") }
