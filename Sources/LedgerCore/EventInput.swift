@@ -305,16 +305,18 @@ public enum EventInput {
         return visibleCharacters(String(decoding: UnsafeRawBufferPointer(rebasing: text[(index + 1)..<close]), as: UTF8.self))
     }
 
-    /// The field whose string value byte `position` of `text` lies in (an invalid byte, escape
-    /// or control character, or the end of a cut-off line, inside `"user":"b\xffc"`), as a path
-    /// of keys (`source.name`), read by scanning the valid JSON before it; nil when `position`
-    /// is in no string or in a key. (Such errors named no field: an audit.) `inValue`: the
-    /// position is just past a member's value that is not a string (`"a":NaN`), whose path
-    /// this names (nil if the scan finds none).
-    static func fieldOfString(at position: Int, in text: UnsafeRawBufferPointer, inValue: Bool = false) -> String? {
-        // One entry per open object or array: the object's current key once its ':' is due.
-        var open: [(isObject: Bool, key: String?)] = []
-        let end = min(position, text.count)
+    /// The objects and arrays open at a point of JSON text: each object's current key once it
+    /// has been read.
+    typealias OpenContainers = [(isObject: Bool, key: String?)]
+
+    /// Scans `text[0..<end]` from its start, keeping the containers open (`OpenContainers`),
+    /// and calls `visit` for each string: with the containers open after it (a key recorded in
+    /// its object), whether it was a key, its opening quote's offset, and its closing quote's,
+    /// nil when the string runs past `end` (then the scan stops). `visit` returns false to stop.
+    /// Returns the containers open at `end`, or nil when the scan stopped.
+    static func scanStrings(_ text: UnsafeRawBufferPointer, upTo end: Int,
+                            _ visit: (_ open: OpenContainers, _ isKey: Bool, _ start: Int, _ close: Int?) -> Bool) -> OpenContainers? {
+        var open: OpenContainers = []
         var index = 0
         while index < end {
             switch text[index] {
@@ -323,14 +325,13 @@ public enum EventInput {
                 while close < end, text[close] != UInt8(ascii: "\"") { close += text[close] == UInt8(ascii: "\\") ? 2 : 1 }
                 let isKey = open.last.map { $0.isObject && $0.key == nil } ?? false
                 guard close < end else {
-                    // The error is inside this string: a value's names its field.
-                    guard !isKey else { return nil }
-                    let path = open.compactMap(\.key).map { visibleCharacters($0) }
-                    return path.isEmpty ? nil : path.joined(separator: ".")
+                    _ = visit(open, isKey, index, nil)
+                    return nil
                 }
                 if isKey {
                     open[open.count - 1].key = String(decoding: UnsafeRawBufferPointer(rebasing: text[(index + 1)..<close]), as: UTF8.self)
                 }
+                guard visit(open, isKey, index, close) else { return nil }
                 index = close + 1
                 continue
             case UInt8(ascii: "{"): open.append((true, nil))
@@ -341,43 +342,48 @@ public enum EventInput {
             }
             index += 1
         }
-        guard inValue, open.last?.key != nil else { return nil }
-        return open.compactMap(\.key).map { visibleCharacters($0) }.joined(separator: ".")
+        return open
+    }
+
+    /// The keys of `open` as a dotted path (`source.name`), shown with `visibleCharacters`.
+    private static func path(_ open: OpenContainers) -> String {
+        open.compactMap(\.key).map { visibleCharacters($0) }.joined(separator: ".")
+    }
+
+    /// The field whose string value byte `position` of `text` lies in (an invalid byte, escape
+    /// or control character, or the end of a cut-off line, inside `"user":"b\xffc"`), as a path
+    /// of keys (`source.name`), read by scanning the valid JSON before it; nil when `position`
+    /// is in no string or in a key. (Such errors named no field: an audit.) `inValue`: the
+    /// position is just past a member's value that is not a string (`"a":NaN`), whose path
+    /// this names (nil if the scan finds none).
+    static func fieldOfString(at position: Int, in text: UnsafeRawBufferPointer, inValue: Bool = false) -> String? {
+        var found: String?
+        let atEnd = scanStrings(text, upTo: min(position, text.count)) { open, isKey, _, close in
+            // The error is inside a string that runs past it: a value's names its field.
+            if close == nil, !isKey, !path(open).isEmpty { found = path(open) }
+            return true
+        }
+        guard let atEnd else { return found }
+        guard inValue, atEnd.last?.key != nil else { return nil }
+        return path(atEnd)
     }
 
     /// The line (from 1) of the member at `path` (`end`, `source.name`) in the one JSON object
-    /// `bytes` holds, found by scanning its text as `fieldOfString` does; nil when there is
-    /// none (a field the event lacks, whose absence is the problem).
+    /// `bytes` holds, found by scanning its text (`scanStrings`); nil when there is none (a
+    /// field the event lacks, whose absence is the problem).
     static func line(ofField path: String, in bytes: [UInt8]) -> Int? {
         let target = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        var open: [(isObject: Bool, key: String?)] = []
-        var line = 1
-        var index = 0
-        let end = bytes.count
-        while index < end {
-            switch bytes[index] {
-            case UInt8(ascii: "\""):
-                var close = index + 1
-                while close < end, bytes[close] != UInt8(ascii: "\"") { close += bytes[close] == UInt8(ascii: "\\") ? 2 : 1 }
-                guard close < end else { return nil }
-                if let last = open.last, last.isObject, last.key == nil {
-                    let key = String(decoding: bytes[(index + 1)..<close], as: UTF8.self)
-                    open[open.count - 1].key = key
-                    // Only objects' keys make a path; a member inside an array has none.
-                    if open.allSatisfy(\.isObject), open.map({ $0.key! }) == target { return line }
-                }
-                index = close + 1
-                continue
-            case 0x0A: line += 1
-            case UInt8(ascii: "{"): open.append((true, nil))
-            case UInt8(ascii: "["): open.append((false, nil))
-            case UInt8(ascii: "}"), UInt8(ascii: "]"): if !open.isEmpty { open.removeLast() }
-            case UInt8(ascii: ","): if let last = open.last, last.isObject { open[open.count - 1].key = nil }
-            default: break
+        var found: Int?
+        bytes.withUnsafeBytes { raw in
+            _ = scanStrings(raw, upTo: raw.count) { open, isKey, start, close in
+                // Only objects' keys make a path; a member inside an array has none.
+                guard close != nil, isKey, open.allSatisfy(\.isObject), open.map({ $0.key! }) == target else { return true }
+                // A JSON string holds no raw line feed: each one before is a line's end.
+                found = bytes[..<start].count(where: { $0 == 0x0A }) + 1
+                return false
             }
-            index += 1
         }
-        return nil
+        return found
     }
 
     /// Hands Jansson's tree of each non-blank line to `body` (valid only during the call).

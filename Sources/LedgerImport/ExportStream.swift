@@ -118,7 +118,7 @@ final class ExportStream {
             }
             // Its own name in what follows: `export.xml`, or the name a phone in another
             // language gave it.
-            let entry = String(found[0].name.split(separator: "/", omittingEmptySubsequences: false).last ?? "export.xml")
+            let entry = ExportStream.fileName(found[0].name)
             var stat = zip_stat_t()
             zip.statInit(&stat)
             zip.statIndex(archive, UInt64(index), 0, &stat)
@@ -182,20 +182,24 @@ final class ExportStream {
     /// The entries of an archive that hold the export. `export.xml` in English; a phone in
     /// another language names it in that language (`exportar.xml`, `eksport.xml`, `vienti.xml`,
     /// `导出.xml`) beside an `export_cda.xml` that keeps its English name. So: the entries named
-    /// `export.xml` if there are any, else the `.xml` entries, other than `export_cda.xml`,
-    /// whose document `isHealthData` finds is `<HealthData>`.
+    /// `export.xml`, and the other `.xml` entries but `export_cda.xml` whose document
+    /// `isHealthData` finds is `<HealthData>`.
     ///
     /// Both kinds count together, so an archive of `a/export.xml` and `b/exportar.xml` is two
     /// exports, as two `export.xml` are. `isHealthData` answers nil for an entry it cannot
     /// read (encrypted, say), which counts as one, so that its own error names it.
     static func exportEntries(_ names: [(index: Int64, name: String)],
                               isHealthData: (Int64) -> Bool?) -> [(index: Int64, name: String)] {
-        func file(_ name: String) -> Substring { name.split(separator: "/", omittingEmptySubsequences: false).last ?? "" }
-        return names.filter { entry in
-            let name = file(entry.name)
+        names.filter { entry in
+            let name = fileName(entry.name)
             if name == "export.xml" { return true }
             return name.lowercased().hasSuffix(".xml") && name != "export_cda.xml" && isHealthData(entry.index) != false
         }
+    }
+
+    /// An archive entry's name without its folders (`apple_health_export/exportar.xml`: `exportar.xml`).
+    static func fileName(_ entry: String) -> String {
+        String(entry.split(separator: "/", omittingEmptySubsequences: false).last ?? "")
     }
 
     /// Whether the entry at `index` begins as an export does: its first 4 KiB name the
