@@ -35,20 +35,23 @@ extension Commands {
         let existed = FileManager.default.fileExists(atPath: (path as NSString).appendingPathComponent("data.mdb"))
         // A new ledger gets its zone in the transaction that creates it (a kill between two
         // transactions left one in UTC that looked initialized); an existing one is set here.
-        let log = try context.openLog(arguments, create: true, mapSize: existed ? nil : mapSize, zone: zone)
-        // Without --timezone an existing ledger keeps its zone: a bare `init` (a set-up script
-        // run twice) set it back to UTC while the ledger held no event, and failed once it did.
-        // A new one has its zone already, written as it was created (and if another `init`
-        // created it first, a bare one keeps that one's zone).
-        if given != nil { try log.initialize(zone: zone) }
-        let head = try log.head()
-        context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
-        if existed, mapSize != nil {
-            // Said, not silently ignored: the size given is not the ledger's.
-            let current = try log.statistics().mapSize
-            context.stderr.write("note: --map-size applies to a new ledger only; this one exists, with a map of \(formatSize(current)) that doubles by itself when full\n")
+        // An `init` that fails (a full disk) leaves no folder it made behind, as other commands
+        // that create the ledger do (an audit: a new ledger.db folder stayed, empty).
+        return try context.withCreatedLog(arguments, mapSize: existed ? nil : mapSize, zone: zone) { log in
+            // Without --timezone an existing ledger keeps its zone: a bare `init` (a set-up script
+            // run twice) set it back to UTC while the ledger held no event, and failed once it did.
+            // A new one has its zone already, written as it was created (and if another `init`
+            // created it first, a bare one keeps that one's zone).
+            if given != nil { try log.initialize(zone: zone) }
+            let head = try log.head()
+            context.stdout.write("ledger at \(path): default zone \(try log.defaultZone().name), head \(head.seq)\n")
+            if existed, mapSize != nil {
+                // Said, not silently ignored: the size given is not the ledger's.
+                let current = try log.statistics().mapSize
+                context.stderr.write("note: --map-size applies to a new ledger only; this one exists, with a map of \(formatSize(current)) that doubles by itself when full\n")
+            }
+            return 0
         }
-        return 0
     }
 
     static let appendCommand = Command(

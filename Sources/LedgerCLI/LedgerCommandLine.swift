@@ -84,9 +84,11 @@ public enum LedgerCommandLine {
                 : "unknown command '\(first)'\(suggestion(for: first, among: Commands.all.map(\.name)))"
             return fail(.usage(message, usage: Help.synopsis), context)
         }
+        var parsedArguments: ParsedArguments?
         do {
             let parsed = try parse(Array(arguments.dropFirst()), specs: command.options, usage: command.usage,
                                    maxPositionals: command.maxPositionals)
+            parsedArguments = parsed
             if parsed.flags.contains("help") {
                 stdout.write(Help.text(for: command))
                 return 0
@@ -99,6 +101,12 @@ public enum LedgerCommandLine {
         } catch let error as LedgerError {
             return fail(.runtime(error.description), context)
         } catch let error as LMDBError {
+            // A full disk met outside an append's own check (`rebuild`'s commit, the lock file
+            // LMDB makes on opening): said as one, not as a storage failure (an audit).
+            if error.code == ENOSPC {
+                let ledger = parsedArguments.flatMap { try? context.databasePath($0) }.map { "the ledger at '\($0)'" } ?? "the ledger"
+                return fail(.runtime("the disk holding \(ledger) is full (\(error.description)); nothing of this command was committed and every committed event is intact. Free space and retry"), context)
+            }
             return fail(.runtime("storage failure: \(error.description)"), context)
         } catch {
             return fail(.runtime("\(error)"), context)
@@ -156,7 +164,8 @@ struct CommandContext {
     /// the ledger, it is removed, but only while it holds no event and no client and no other
     /// process has it open (`EventLog.removeIfUntouched`): another process (a second import of
     /// the same file, a server) may be committing to it.
-    func withCreatedLog<R>(_ arguments: ParsedArguments, _ body: (EventLog) throws -> R) throws -> R {
+    func withCreatedLog<R>(_ arguments: ParsedArguments, mapSize: Int? = nil, zone: Zone? = nil,
+                           _ body: (EventLog) throws -> R) throws -> R {
         let path = try databasePath(arguments)
         // A ledger is its data file: an empty directory given as `--db` (made ahead by a
         // script, say) holds none, and is left as it was found, empty (an audit: a refused
@@ -175,7 +184,7 @@ struct CommandContext {
         }
         var opened: EventLog?
         do {
-            let log = try openLog(arguments, create: true)
+            let log = try openLog(arguments, create: true, mapSize: mapSize, zone: zone)
             opened = log
             return try body(log)
         } catch {

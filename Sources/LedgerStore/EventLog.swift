@@ -1,3 +1,4 @@
+import CLMDB
 import Foundation
 import LedgerCore
 import Projections
@@ -103,8 +104,15 @@ public final class EventLog: Sendable {
     /// its default zone (UTC when nil) written in the transaction that creates it: a process
     /// killed after creating it cannot leave a ledger in another zone than the one asked for.
     /// Without `create`, a missing ledger is an error.
-    public init(path: String, create: Bool, mapSize: Int? = nil, zone: Zone? = nil,
-                clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) throws {
+    public convenience init(path: String, create: Bool, mapSize: Int? = nil, zone: Zone? = nil,
+                            clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) throws {
+        try self.init(path: path, create: create, mapSize: mapSize, zone: zone, clock: clock, inPlace: false)
+    }
+
+    /// With `inPlace`, a new ledger is made where it is to be, by LMDB (`createData` makes one
+    /// so in a folder of its own, then moves its data file in).
+    private init(path: String, create: Bool, mapSize: Int?, zone: Zone?,
+                 clock: @escaping @Sendable () -> Timestamp, inPlace: Bool) throws {
         let manager = FileManager.default
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
         try EventLog.refuseIrregularFiles(in: path)
@@ -131,6 +139,7 @@ public final class EventLog: Sendable {
             if let failure = EventLog.makeDirectory(path) {
                 throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))
             }
+            if !inPlace { try EventLog.createData(in: path, mapSize: mapSize, zone: zone, clock: clock) }
         }
         // An empty data.mdb (a failed copy, a truncation) is no ledger: LMDB would write a new
         // environment into it, and a command that only reads found an empty, sound ledger
@@ -145,7 +154,7 @@ public final class EventLog: Sendable {
             throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
-        let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
+        let initialMap = mapSize ?? (inPlace ? 64 << 20 : nil)
         let environment = try Environment(path: path, mapSize: initialMap)
         if let (needed, held) = environment.truncation {
             throw LedgerError.damaged(path: path, reason: "data.mdb holds \(held) bytes, but its root pages lie within the first \(needed)")
@@ -173,6 +182,73 @@ public final class EventLog: Sendable {
         self.stateDatabases = StateTable.allCases.map { handles[stateDatabaseName($0)]! }
         self.clock = clock
         try checkFormat(newZone: zone)
+    }
+
+    /// The prefix of the folder inside a ledger's directory where `createData` makes it.
+    static let stagingPrefix = ".ledger-new-"
+
+    /// Makes a new ledger's `data.mdb` whole before it appears in `path`. LMDB creates the
+    /// file and then writes its first pages into it, and a process killed in between left an
+    /// empty data.mdb, which every later command, `init` included, refuses as a ledger cut to
+    /// nothing (an audit: 1 `kill -9` in 60 to 92 during a first `init` or `append`). So the
+    /// ledger is made, its format and zone committed, in a folder of its own inside `path`
+    /// (the same file system, whatever is mounted where), and its data file renamed in under
+    /// its name, never over one: the process that moves its file first made the ledger, and
+    /// the others open it (as they did when LMDB made it in place). A process killed before
+    /// the move leaves only its folder, which the next creation removes.
+    private static func createData(in path: String, mapSize: Int?, zone: Zone?,
+                                   clock: @escaping @Sendable () -> Timestamp) throws {
+        removeAbandonedStaging(in: path)
+        let staging = (path as NSString).appendingPathComponent("\(stagingPrefix)\(getpid())-\(UInt32.random(in: .min ... .max))")
+        defer { removeStaging(staging) }
+        do {
+            // Closed (released) at the end of this block, its data durable from its commit.
+            _ = try EventLog(path: staging, create: true, mapSize: mapSize, zone: zone, clock: clock, inPlace: true)
+        } catch LMDBError.diskFull {
+            throw LedgerError.cannotCreate(path: path, reason: "the disk holding it is full; nothing was made. Free space and retry")
+        } catch let error as LedgerError {
+            // (The folder's name is this function's; the user asked for `path`.)
+            if case .cannotCreate(_, let reason) = error { throw LedgerError.cannotCreate(path: path, reason: reason) }
+            throw error
+        }
+        let from = staging + "/data.mdb", to = (path as NSString).appendingPathComponent("data.mdb")
+        var moved = ledger_rename_no_replace(from, to) == 0
+        if !moved, errno == EINVAL || errno == ENOSYS {
+            // A file system that cannot rename without replacing: a second name, which link(2)
+            // never gives over an existing file, then the first removed.
+            moved = link(from, to) == 0
+        }
+        if !moved {
+            // Another process made the ledger meanwhile: it is the one to open.
+            guard errno == EEXIST else {
+                throw LedgerError.cannotCreate(path: path, reason: "moving its new data file in failed (\(String(cString: strerror(errno))))")
+            }
+            return
+        }
+        // The new name made durable before anything is committed under it: a commit's
+        // `fdatasync` makes the file's data durable, not the directory entry naming it.
+        let directory = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directory >= 0 {
+            fsync(directory)
+            close(directory)
+        }
+    }
+
+    /// Removes the staging folder `createData` made, with what LMDB made in it.
+    private static func removeStaging(_ staging: String) {
+        for file in ["data.mdb", "lock.mdb"] { unlink(staging + "/" + file) }
+        rmdir(staging)
+    }
+
+    /// Removes the staging folders of processes that died while making the ledger at `path`
+    /// (their names hold their process ids; a folder of a process still running is left).
+    private static func removeAbandonedStaging(in path: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
+        for name in names where name.hasPrefix(stagingPrefix) {
+            guard let pid = Int32(name.dropFirst(stagingPrefix.count).prefix { $0 != "-" }),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            removeStaging((path as NSString).appendingPathComponent(name))
+        }
     }
 
     /// The layout of the databases besides `events` (docs/STORAGE.md). Layout 1 (the first

@@ -161,6 +161,7 @@ public final class Environment: @unchecked Sendable {
             if let mapSize {
                 try check(mdb_env_set_mapsize(env, mapSize), "mdb_env_set_mapsize")
             }
+            if flags & UInt32(MDB_NOLOCK) == 0 { try reserveLockFile(path) }
             try check(mdb_env_open(env, path, flags, 0o664), "mdb_env_open(\(path))")
             var dead: Int32 = 0
             try check(mdb_reader_check(env, &dead), "mdb_reader_check")
@@ -169,6 +170,30 @@ public final class Environment: @unchecked Sendable {
             throw error
         }
         return env
+    }
+
+    /// The bytes of `lock.mdb` whose blocks are allocated before LMDB opens it: more than its
+    /// size for 1022 readers (64 KiB: a 64-byte slot each, after a header).
+    static let lockFileReservation = 128 << 10
+
+    /// Allocates `lock.mdb`'s blocks, making the file if missing, before LMDB maps it. LMDB
+    /// writes its lock table through a shared map of the file, and on a full disk a page the
+    /// file system had not allocated is a SIGBUS at the first write to it, which read as a
+    /// data.mdb cut short, "restore it from a backup" (an audit: a new ledger on a full disk,
+    /// and a sound one copied without its lock file, as `mdb_copy` leaves it; restoring would
+    /// have lost the events since the backup). A full disk is then ENOSPC here, with nothing
+    /// touched. The file's size stays LMDB's to set (`FALLOC_FL_KEEP_SIZE`): LMDB reads the
+    /// length of its reader table from it, and blocks allocated past the end stay allocated
+    /// when it extends the file over them. Any other failure (no permission, read-only
+    /// media, a file system without `fallocate`) is left for LMDB to meet and report.
+    static func reserveLockFile(_ path: String) throws {
+        let lockFile = (path as NSString).appendingPathComponent("lock.mdb")
+        let fd = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o664)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        if ledger_reserve_keeping_size(fd, Int64(lockFileReservation)) != 0, errno == ENOSPC {
+            throw LMDBError(code: ENOSPC, call: "fallocate(\(lockFile))")
+        }
     }
 
     deinit {
