@@ -368,6 +368,30 @@ struct EventLogTests {
         if !ran { print("fullDisk: skipped, this process cannot mount a tmpfs") }
     }
 
+    /// An oracle audit found the README saying every row changes once per batch, where a
+    /// `grants` row changes once per grant or revoke: each is an access decision, and a grant
+    /// revoked in the same batch is still sent (coalesced, it would send nothing at all).
+    @Test("grants changes are one per grant or revoke, even within one batch; daily ones one per batch")
+    func grantChangesPerEvent() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch("""
+                {"kind":"grant","user":"ann","client":"coach","read":["steps"]}
+                {"kind":"grant","user":"ann","client":"coach","read":["distance"]}
+                {"kind":"revoke","user":"ann","client":"coach","read":["steps","distance"]}
+                {"kind":"sample","user":"ann","type":"steps","value":5,"start":"2026-11-29T08:00:00Z","end":"2026-11-29T08:10:00Z","source":"iPhone"}
+                {"kind":"sample","user":"ann","type":"steps","value":7,"start":"2026-11-29T09:00:00Z","end":"2026-11-29T09:10:00Z","source":"iPhone"}
+                """))
+            let changes = try log.changes(after: 0).changes
+            let grants = changes.filter { $0.projection == .grants }.map { String(decoding: $0.json, as: UTF8.self) }
+            #expect(changes.filter { $0.projection == .grants }.map(\.seq) == [1, 2, 3])
+            #expect(grants[0].contains(#""previous":null"#))
+            #expect(grants[1].contains(#""read":["distance","steps"]"#) && grants[1].contains(#""previous":{"#))
+            #expect(grants[2].contains(#""read":[]"#))
+            #expect(changes.filter { $0.projection == .daily }.map(\.seq) == [5])
+        }
+    }
+
     @Test("a reused id with other content is a conflict and writes nothing")
     func conflictWritesNothing() throws {
         try withTemporaryLedger { path in
