@@ -140,6 +140,10 @@ public final class EventLog: Sendable {
                 throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))
             }
             if !inPlace { try EventLog.createData(in: path, mapSize: mapSize, zone: zone, clock: clock) }
+        } else if create {
+            // A creation killed after its data file was moved in leaves its folder (with its
+            // lock file); a command that writes clears it.
+            EventLog.removeAbandonedStaging(in: path)
         }
         // An empty data.mdb (a failed copy, a truncation) is no ledger: LMDB would write a new
         // environment into it, and a command that only reads found an empty, sound ledger
@@ -241,13 +245,18 @@ public final class EventLog: Sendable {
     }
 
     /// Removes the staging folders of processes that died while making the ledger at `path`
-    /// (their names hold their process ids; a folder of a process still running is left).
+    /// (their names hold their process ids; a folder of a process still running is left. A
+    /// process of another PID namespace, a container sharing the directory, is not seen by
+    /// `kill`: its folder removed under it, its creation fails with an error, nothing lost.)
     private static func removeAbandonedStaging(in path: String) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
         for name in names where name.hasPrefix(stagingPrefix) {
+            let folder = (path as NSString).appendingPathComponent(name)
+            var info = stat()
             guard let pid = Int32(name.dropFirst(stagingPrefix.count).prefix { $0 != "-" }),
+                  lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
                   kill(pid, 0) != 0, errno == ESRCH else { continue }
-            removeStaging((path as NSString).appendingPathComponent(name))
+            removeStaging(folder)
         }
     }
 

@@ -226,6 +226,20 @@ struct EndToEndTests {
             // The killed run's folder is gone with it: the directory holds the ledger alone.
             #expect(Set(try FileManager.default.contentsOfDirectory(atPath: db)) == ["data.mdb", "lock.mdb"])
         }
+        // Killed after the data file was moved in (at the directory's `fsync`, which only that
+        // step calls): the ledger is whole, and the next command that writes clears the folder.
+        try withTemporaryLedger { db in
+            let killed = try runProcess("/usr/bin/strace", ["-qq", "-f", "-o", "/dev/null", "-e", "trace=fsync",
+                                                            "-e", "inject=fsync:signal=KILL:when=1",
+                                                            binary, "init", "--db", db, "--timezone", "Asia/Tokyo"])
+            #expect(killed.status != 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: db).contains { $0.hasPrefix(".ledger-new-") })
+            let sample = #"{"kind":"sample","user":"u","type":"steps","value":5,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"p"}"# + "\n"
+            let append = try runProcess(binary, ["append", "--db", db], stdin: Array(sample.utf8))
+            #expect(append.status == 0, "\(append.stderr)")
+            #expect(Set(try FileManager.default.contentsOfDirectory(atPath: db)) == ["data.mdb", "lock.mdb"])
+            #expect(try EventLog(path: db, create: false).defaultZone().name == "Asia/Tokyo")
+        }
     }
 
     /// An audit: on a full disk LMDB's write into a new lock.mdb (a new ledger, or a sound one
