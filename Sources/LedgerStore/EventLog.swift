@@ -139,7 +139,9 @@ public final class EventLog: Sendable {
             if let failure = EventLog.makeDirectory(path) {
                 throw LedgerError.cannotCreate(path: path, reason: String(cString: strerror(failure)))
             }
-            if !inPlace { try EventLog.createData(in: path, mapSize: mapSize, zone: zone, clock: clock) }
+            if !inPlace, EventLog.stagingFits(in: path) {
+                try EventLog.createData(in: path, mapSize: mapSize, zone: zone, clock: clock)
+            }
         } else if create {
             // A creation killed after its data file was moved in leaves its folder (with its
             // lock file); a command that writes clears it.
@@ -158,7 +160,7 @@ public final class EventLog: Sendable {
             throw LedgerError.damaged(path: path, reason: "its data.mdb is empty (0 bytes), so whatever ledger was there is gone (or remove the directory to start a new one)")
         }
         // 64 MiB to start: the file only grows as data is written, and the map doubles when full.
-        let initialMap = mapSize ?? (inPlace ? 64 << 20 : nil)
+        let initialMap = mapSize ?? (manager.fileExists(atPath: dataFile) ? nil : 64 << 20)
         let environment = try Environment(path: path, mapSize: initialMap)
         if let (needed, held) = environment.truncation {
             throw LedgerError.damaged(path: path, reason: "data.mdb holds \(held) bytes, but its root pages lie within the first \(needed)")
@@ -215,6 +217,11 @@ public final class EventLog: Sendable {
             if case .cannotCreate(_, let reason) = error { throw LedgerError.cannotCreate(path: path, reason: reason) }
             throw error
         }
+        // Its lock file first, whose blocks are allocated: opening the ledger then needs none
+        // (an audit: a disk that filled up between the two made the open fail after the data
+        // file was moved in, and the `init` that said nothing was made left a ledger). Never
+        // over one: a process that has the ledger open holds its own.
+        _ = ledger_rename_no_replace(staging + "/lock.mdb", (path as NSString).appendingPathComponent("lock.mdb"))
         let from = staging + "/data.mdb", to = (path as NSString).appendingPathComponent("data.mdb")
         var moved = ledger_rename_no_replace(from, to) == 0
         if !moved, errno == EINVAL || errno == ENOSYS {
@@ -238,6 +245,13 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// Whether a staging folder's files would have paths LMDB can open: a ledger path within
+    /// about 40 bytes of `PATH_MAX` is made in place, as before staging (an audit: such
+    /// paths, which had worked, failed).
+    private static func stagingFits(in path: String) -> Bool {
+        path.utf8.count + "/\(stagingPrefix)\(Int32.max)-\(UInt32.max)/data.mdb".utf8.count < Int(PATH_MAX)
+    }
+
     /// Removes the staging folder `createData` made, with what LMDB made in it.
     private static func removeStaging(_ staging: String) {
         for file in ["data.mdb", "lock.mdb"] { unlink(staging + "/" + file) }
@@ -251,10 +265,15 @@ public final class EventLog: Sendable {
     private static func removeAbandonedStaging(in path: String) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: path) else { return }
         for name in names where name.hasPrefix(stagingPrefix) {
+            // Only a name `createData` gives (PID-NUMBER), a real folder (not a link to one),
+            // holding nothing but what LMDB made there: anything else is not ours to remove.
+            let parts = name.dropFirst(stagingPrefix.count).split(separator: "-", omittingEmptySubsequences: false)
             let folder = (path as NSString).appendingPathComponent(name)
             var info = stat()
-            guard let pid = Int32(name.dropFirst(stagingPrefix.count).prefix { $0 != "-" }),
+            guard parts.count == 2, let pid = Int32(parts[0]), pid > 0, UInt32(parts[1]) != nil,
                   lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
+                  let files = try? FileManager.default.contentsOfDirectory(atPath: folder),
+                  Set(files).isSubset(of: ["data.mdb", "lock.mdb"]),
                   kill(pid, 0) != 0, errno == ESRCH else { continue }
             removeStaging(folder)
         }

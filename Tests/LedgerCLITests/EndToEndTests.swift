@@ -242,6 +242,34 @@ struct EndToEndTests {
         }
     }
 
+    /// An audit: the clean-up of staging folders left by killed creations followed a link
+    /// named like one (and emptied the ledger it pointed to), and emptied a user's folder so
+    /// named. Only a real folder holding nothing but LMDB's files, of a process gone, goes.
+    @Test("creating a ledger removes only its own abandoned staging folders")
+    func stagingCleanupIsNarrow() throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let other = db + "-other"
+            defer { try? FileManager.default.removeItem(atPath: other) }
+            let sample = #"{"kind":"sample","user":"u","type":"steps","value":5,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"p"}"# + "\n"
+            #expect(try runProcess(binary, ["append", "--db", other], stdin: Array(sample.utf8)).status == 0)
+            let manager = FileManager.default
+            try manager.createDirectory(atPath: db, withIntermediateDirectories: true)
+            try manager.createSymbolicLink(atPath: db + "/.ledger-new-999999-1", withDestinationPath: other)
+            try manager.createDirectory(atPath: db + "/.ledger-new-999998-2", withIntermediateDirectories: false)
+            try manager.copyItem(atPath: other + "/data.mdb", toPath: db + "/.ledger-new-999998-2/data.mdb")
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: db + "/.ledger-new-999998-2/notes.txt"))
+            try manager.createDirectory(atPath: db + "/.ledger-new-999997-3", withIntermediateDirectories: false)
+            try Data().write(to: URL(fileURLWithPath: db + "/.ledger-new-999997-3/lock.mdb"))
+            let made = try runProcess(binary, ["init", "--db", db])
+            #expect(made.status == 0, "\(made.stderr)")
+            #expect(Set(try manager.contentsOfDirectory(atPath: other)).isSuperset(of: ["data.mdb", "lock.mdb"]))
+            #expect(try runProcess(binary, ["verify", "--db", other]).stdout.hasPrefix("ok: 1 events"))
+            #expect(Set(try manager.contentsOfDirectory(atPath: db + "/.ledger-new-999998-2")) == ["data.mdb", "notes.txt"])
+            #expect(!manager.fileExists(atPath: db + "/.ledger-new-999997-3"))
+        }
+    }
+
     /// An audit: on a full disk LMDB's write into a new lock.mdb (a new ledger, or a sound one
     /// copied without its lock file) was a SIGBUS, reported as a data.mdb cut short with the
     /// advice to restore a backup, which would lose every event since; `rebuild`'s full disk
@@ -258,6 +286,10 @@ struct EndToEndTests {
             try FileManager.default.copyItem(atPath: db + "/data.mdb", toPath: copy + "/data.mdb")
             let filler = folder + "/filler"
             _ = try runProcess("/bin/dd", ["if=/dev/zero", "of=" + filler, "bs=4096", "count=1000"])
+            // A ledger with its lock file reads on the full disk (an audit: asking for the
+            // lock file's blocks whole refused `stats` there).
+            let stats = try runProcess(binary, ["stats", "--db", db])
+            #expect(stats.status == 0, "\(stats.stderr)")
             for arguments in [["verify", "--db", copy], ["init", "--db", folder + "/new.db"], ["rebuild", "--db", db]] {
                 let run = try runProcess(binary, arguments)
                 #expect(run.status == 1, "\(arguments): \(run.stderr)")

@@ -172,26 +172,35 @@ public final class Environment: @unchecked Sendable {
         return env
     }
 
-    /// The bytes of `lock.mdb` whose blocks are allocated before LMDB opens it: more than its
-    /// size for 1022 readers (64 KiB: a 64-byte slot each, after a header).
-    static let lockFileReservation = 128 << 10
+    /// The size LMDB gives `lock.mdb` for 1022 readers (a 64-byte slot each, after a header).
+    static let lockFileBytes = 64 << 10
 
-    /// Allocates `lock.mdb`'s blocks, making the file if missing, before LMDB maps it. LMDB
-    /// writes its lock table through a shared map of the file, and on a full disk a page the
-    /// file system had not allocated is a SIGBUS at the first write to it, which read as a
-    /// data.mdb cut short, "restore it from a backup" (an audit: a new ledger on a full disk,
-    /// and a sound one copied without its lock file, as `mdb_copy` leaves it; restoring would
-    /// have lost the events since the backup). A full disk is then ENOSPC here, with nothing
-    /// touched. The file's size stays LMDB's to set (`FALLOC_FL_KEEP_SIZE`): LMDB reads the
-    /// length of its reader table from it, and blocks allocated past the end stay allocated
-    /// when it extends the file over them. Any other failure (no permission, read-only
-    /// media, a file system without `fallocate`) is left for LMDB to meet and report.
+    /// Allocates the blocks of a new (or empty) `lock.mdb`, making the file, before LMDB maps
+    /// it. LMDB writes its lock table through a shared map of the file, and on a full disk a
+    /// page the file system had not allocated is a SIGBUS at the first write to it, which read
+    /// as a data.mdb cut short, "restore it from a backup" (an audit: a new ledger on a full
+    /// disk, and a sound one copied without its lock file, as `mdb_copy` leaves it; restoring
+    /// would have lost the events since the backup). A full disk is then ENOSPC here, with
+    /// nothing touched. The file's size stays LMDB's to set (`FALLOC_FL_KEEP_SIZE`): it reads
+    /// the length of its reader table from it, and blocks allocated past the end stay
+    /// allocated when it extends the file over them.
+    ///
+    /// A lock file that is there already has had its header written, and the reader slots
+    /// LMDB hands out first: its holes are filled where the disk has room, and a full disk
+    /// is no reason to refuse it (an audit: asking for its blocks whole made `stats` and
+    /// `backup` refuse a sound ledger on a full disk, where reading it is what one wants).
+    /// Any other failure (no permission, read-only media, a file system without `fallocate`)
+    /// is left for LMDB to meet and report.
     static func reserveLockFile(_ path: String) throws {
         let lockFile = (path as NSString).appendingPathComponent("lock.mdb")
         let fd = open(lockFile, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o664)
         guard fd >= 0 else { return }
         defer { close(fd) }
-        if ledger_reserve_keeping_size(fd, Int64(lockFileReservation)) != 0, errno == ENOSPC {
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { return }
+        let size = Int64(info.st_size)
+        let reserved = ledger_reserve_keeping_size(fd, size > 0 ? size : Int64(lockFileBytes)) == 0
+        if !reserved, errno == ENOSPC, size == 0 {
             throw LMDBError(code: ENOSPC, call: "fallocate(\(lockFile))")
         }
     }
