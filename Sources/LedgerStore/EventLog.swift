@@ -252,9 +252,18 @@ public final class EventLog: Sendable {
         path.utf8.count + "/\(stagingPrefix)\(Int32.max)-\(UInt32.max)/data.mdb".utf8.count < Int(PATH_MAX)
     }
 
+    /// The two files LMDB makes in an environment's folder.
+    static let environmentFiles: Set<String> = ["data.mdb", "lock.mdb"]
+
+    /// Whether `folder` can be read and holds nothing but `environmentFiles` (some or none).
+    static func holdsOnlyEnvironmentFiles(_ folder: String) -> Bool {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return false }
+        return Set(names).isSubset(of: environmentFiles)
+    }
+
     /// Removes the staging folder `createData` made, with what LMDB made in it.
     private static func removeStaging(_ staging: String) {
-        for file in ["data.mdb", "lock.mdb"] { unlink(staging + "/" + file) }
+        for file in environmentFiles { unlink(staging + "/" + file) }
         rmdir(staging)
     }
 
@@ -271,9 +280,7 @@ public final class EventLog: Sendable {
             let folder = (path as NSString).appendingPathComponent(name)
             var info = stat()
             guard parts.count == 2, let pid = Int32(parts[0]), pid > 0, UInt32(parts[1]) != nil,
-                  lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR,
-                  let files = try? FileManager.default.contentsOfDirectory(atPath: folder),
-                  Set(files).isSubset(of: ["data.mdb", "lock.mdb"]),
+                  lstat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR, holdsOnlyEnvironmentFiles(folder),
                   kill(pid, 0) != 0, errno == ESRCH else { continue }
             removeStaging(folder)
         }
@@ -377,8 +384,7 @@ public final class EventLog: Sendable {
         guard fcntl(fd, F_SETLK, &exclusive) == 0, unused() else { return false }
         // Only a directory of LMDB's two files is a ledger to remove whole: one that holds
         // anything else was the user's before the ledger was made in it, and stays.
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory),
-              Set(names).isSubset(of: ["data.mdb", "lock.mdb"]) else { return false }
+        guard holdsOnlyEnvironmentFiles(directory) else { return false }
         // Renamed away first: a process opening it by its path from here on finds no ledger,
         // rather than making a lock file nobody holds beside a data file not yet removed.
         let removing = directory + ".removing-\(getpid())"

@@ -234,7 +234,7 @@ struct EndToEndTests {
                                                             binary, "init", "--db", db, "--timezone", "Asia/Tokyo"])
             #expect(killed.status != 0)
             #expect(try FileManager.default.contentsOfDirectory(atPath: db).contains { $0.hasPrefix(".ledger-new-") })
-            let sample = #"{"kind":"sample","user":"u","type":"steps","value":5,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"p"}"# + "\n"
+            let sample = Fixtures.stepsFile(count: 1)
             let append = try runProcess(binary, ["append", "--db", db], stdin: Array(sample.utf8))
             #expect(append.status == 0, "\(append.stderr)")
             #expect(Set(try FileManager.default.contentsOfDirectory(atPath: db)) == ["data.mdb", "lock.mdb"])
@@ -251,7 +251,7 @@ struct EndToEndTests {
         try withTemporaryLedger { db in
             let other = db + "-other"
             defer { try? FileManager.default.removeItem(atPath: other) }
-            let sample = #"{"kind":"sample","user":"u","type":"steps","value":5,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"p"}"# + "\n"
+            let sample = Fixtures.stepsFile(count: 1)
             #expect(try runProcess(binary, ["append", "--db", other], stdin: Array(sample.utf8)).status == 0)
             let manager = FileManager.default
             try manager.createDirectory(atPath: db, withIntermediateDirectories: true)
@@ -279,7 +279,7 @@ struct EndToEndTests {
         let binary = try ledgerBinary()
         let ran = try withTinyDisk { db in
             let folder = (db as NSString).deletingLastPathComponent
-            let sample = #"{"kind":"sample","user":"u","type":"steps","value":5,"start":"2026-01-01T10:00:00Z","end":"2026-01-01T10:05:00Z","source":"p"}"# + "\n"
+            let sample = Fixtures.stepsFile(count: 1)
             #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(sample.utf8)).status == 0)
             let copy = folder + "/copy.db"
             try FileManager.default.createDirectory(atPath: copy, withIntermediateDirectories: false)
