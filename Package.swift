@@ -10,7 +10,8 @@ import PackageDescription
 //   LedgerServer — the HTTP API and SSE streams on libmicrohttpd.
 //   LedgerImport — Apple Health exports (libxml2's SAX parser, libzip) turned into events.
 //   LedgerCLI    — the `ledger` commands, testable in process.
-//   ledger       — the executable; main.swift only calls LedgerCLI.
+//   ledger       — the executable, static; main.swift only calls LedgerCLI.
+//   ledger-dynamic — the same, linked dynamically: `ledger` runs `serve` and `import` in it.
 
 // libxml2, libzip and libmicrohttpd are opened with dlopen by the commands that use them
 // (LazyLibrary), so that every other command starts without loading them and what they pull
@@ -25,13 +26,36 @@ let libxml2Headers: [SwiftSetting] = [.unsafeFlags(["-Xcc", "-I/usr/include/libx
 // malloc for the whole process, the dlopen'ed libraries included. Side by side with the same code
 // on glibc's allocator (three runs each), an import took 5-10 % less time and a rebuild about
 // 13 % less CPU: the reading and appending threads hand each other every event's buffers, and
-// glibc's frees across threads contend (README, Performance). Its archive hides its symbols in Swift's static link
-// (`--exclude-libs ALL`), so libc's own allocations would be freed by the wrong allocator; the
-// shared library is linked instead, which costs no measurable start-up time. The binary links
-// it (the tests run it for end-to-end cases, and one checks the allocator), and so does the
-// benchmark, whose in-process figures then match the binary's.
+// glibc's frees across threads contend (README, Performance). In a dynamically linked program
+// its archive's symbols are hidden by Swift's static link (`--exclude-libs ALL`), so libc's own
+// allocations would be freed by the wrong allocator: `ledger-dynamic` links the shared library,
+// which costs no measurable start-up time, and so does the benchmark, whose in-process figures
+// then match the binaries'. The static `ledger` gets the archive from the same flag (`-l` finds
+// only archives in a static link), and there glibc's own calls to malloc are bound to it at
+// link time: glibc's allocator is not in the binary at all. A test checks both binaries.
 let jemalloc: [LinkerSetting] = [
     .unsafeFlags(["-Xlinker", "--push-state", "-Xlinker", "--no-as-needed", "-Xlinker", "-ljemalloc", "-Xlinker", "--pop-state"]),
+]
+
+// `ledger` is a static position-independent executable: Swift's runtime, Foundation, glibc,
+// jemalloc and the archives below are all in it, so a command starts with no dynamic loader,
+// no shared library to load and no symbol to bind, and its address is still randomised. A short
+// command (`project daily-steps` of a year) took 5.4-7.2 ms as a process linked dynamically and
+// 3.8 ms linked so (README, Performance). `Tools/ld-static-pie` is its linker: clang's
+// `-static-pie` with GNU ld, less the library path SwiftPM adds, which a static PIE must not
+// have. A static program cannot open shared libraries safely (the one it opened would bring a
+// second libc), so the commands that do (`serve`: libmicrohttpd; `import`: libxml2, libzip) run
+// in `ledger-dynamic`, the same program linked as before, which `ledger` executes in its place
+// (`LedgerCommandLine.main`).
+let staticExecutable: [LinkerSetting] = [
+    .unsafeFlags(["-static-executable", "-Xclang-linker", "-static-pie",
+                  "-ld-path=\(Context.packageDirectory)/Tools/ld-static-pie"]),
+    // The archives Foundation's own need. A build with `--static-swift-stdlib` names them; a
+    // plain `swift build` (the tests') compiles against the shared Foundation, whose modules do
+    // not, and the link failed without them.
+    .unsafeFlags(["-Xlinker", "--start-group", "-lCoreFoundation", "-l_FoundationICU", "-l_FoundationCShims",
+                  "-l_FoundationCollections", "-lFoundation", "-lFoundationEssentials",
+                  "-lFoundationInternationalization", "-lstdc++", "-Xlinker", "--end-group"]),
 ]
 
 // LMDB, libcrypto and Jansson are linked from Debian's static archives (`-l:libNAME.a`), not as
@@ -54,6 +78,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "ledger", targets: ["ledger"]),
+        .executable(name: "ledger-dynamic", targets: ["ledger-dynamic"]),
     ],
     targets: [
         // LMDB, libcrypto and Jansson are linked from their static archives (`staticArchives`).
@@ -80,7 +105,9 @@ let package = Package(
                                                    "LedgerServer", "LedgerBus"],
                 path: "Sources/LedgerCLI", swiftSettings: libxml2Headers + releaseChecks),
         .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger", swiftSettings: releaseChecks,
-                          linkerSettings: jemalloc),
+                          linkerSettings: jemalloc + staticExecutable),
+        .executableTarget(name: "ledger-dynamic", dependencies: ["LedgerCLI"], path: "Sources/ledger-dynamic",
+                          swiftSettings: releaseChecks, linkerSettings: jemalloc),
         .executableTarget(name: "ledger-gen", dependencies: ["LedgerCore"],
                           path: "Tools/ledger-gen"),
         .target(name: "LedgerTestSupport", dependencies: ["LedgerCore"],

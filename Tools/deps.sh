@@ -2,7 +2,7 @@
 # Installs the Debian packages ledger builds and tests with, when any is missing.
 # Safe to run again: it does nothing when everything is there.
 set -euo pipefail
-packages=(pkg-config liblmdb-dev lmdb-utils libssl-dev libjansson-dev libjemalloc-dev libmicrohttpd-dev libxml2-dev libzip-dev sqlite3 curl openssl time strace)
+packages=(pkg-config binutils libc6-dev liblmdb-dev lmdb-utils libssl-dev libjansson-dev libjemalloc-dev libmicrohttpd-dev libxml2-dev libzip-dev sqlite3 curl openssl time strace)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

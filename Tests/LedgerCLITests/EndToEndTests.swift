@@ -388,9 +388,9 @@ struct EndToEndTests {
         #expect(first.status == 64 && first.stderr.hasSuffix("\nUsage: ledger <command> [options]\n"), "\(first.stderr)")
     }
 
-    @Test("the binary allocates with jemalloc (linked for speed, see Package.swift)")
-    func allocator() throws {
-        let binary = try ledgerBinary()
+    @Test("both binaries allocate with jemalloc (linked for speed, see Package.swift)", arguments: ["ledger", "ledger-dynamic"])
+    func allocator(name: String) throws {
+        let binary = name == "ledger" ? try ledgerBinary() : try ledgerDynamicBinary()
         // jemalloc prints its statistics at exit when told to; glibc's malloc ignores MALLOC_CONF.
         let run = try runProcess(binary, ["--version"], environment: ["MALLOC_CONF": "stats_print:true"])
         #expect(run.status == 0)
@@ -404,9 +404,26 @@ struct EndToEndTests {
         #expect((allocated ?? 0) > 64 * 1024, "jemalloc's statistics: \(allocated.map(String.init) ?? "no 'Allocated:' line")")
     }
 
-    @Test("the binary loads no shared LMDB, libcrypto or Jansson (linked from their archives for start-up, see Package.swift)")
+    /// `ledger` starts with no dynamic loader (Package.swift, `staticExecutable`): an ELF file
+    /// with no interpreter to run it and no shared library needed, and still position
+    /// independent (type ET_DYN, with a dynamic section for its own relocations), so that its
+    /// address is randomised.
+    @Test("ledger is a static position-independent executable: no interpreter, no shared library, randomised address")
+    func staticExecutable() throws {
+        let elf = try ELFFile(path: try ledgerBinary())
+        #expect(elf.type == 3, "e_type \(elf.type): 2 would be a fixed-address executable")
+        #expect(!elf.segmentTypes.contains(3), "a PT_INTERP segment: the binary needs a dynamic loader")
+        #expect(elf.segmentTypes.contains(2), "no PT_DYNAMIC segment: no relocations, so not position independent")
+        #expect(elf.neededLibraries.isEmpty, "DT_NEEDED entries: \(elf.neededLibraries)")
+        #expect(!elf.hasLibraryPath, "a DT_RUNPATH or DT_RPATH entry: glibc's static start-up asserts there is none")
+        // And it runs: were the library path there, it would crash before main.
+        let run = try runProcess(try ledgerBinary(), ["--version"])
+        #expect(run.status == 0 && run.stdout.hasPrefix("ledger "), "\(run.status): \(run.stderr)")
+    }
+
+    @Test("ledger-dynamic loads no shared LMDB, libcrypto or Jansson (linked from their archives for start-up, see Package.swift)")
     func staticArchives() throws {
-        let binary = try ledgerBinary()
+        let binary = try ledgerDynamicBinary()
         // What `ldd` does: the dynamic loader lists the shared objects it would load, and exits.
         let run = try runProcess(binary, ["--version"], environment: ["LD_TRACE_LOADED_OBJECTS": "1"])
         #expect(run.status == 0)
@@ -415,6 +432,49 @@ struct EndToEndTests {
         for name in ["liblmdb", "libcrypto", "libjansson"] {
             #expect(!loaded.contains { $0.hasPrefix(name) }, "\(name) is loaded: \(run.stdout)")
         }
+    }
+
+    /// `serve` and `import` open shared libraries, which the static `ledger` cannot: it runs them
+    /// in `ledger-dynamic`, found next to the file it was started from, through symbolic links.
+    @Test("ledger runs import and serve in ledger-dynamic next to it, through a link; alone, it says what is missing and writes nothing")
+    func companion() throws {
+        let binary = try ledgerBinary()
+        let folder = NSTemporaryDirectory() + "ledger-companion-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let export = folder + "/export.xml"
+        let records = (1...2).map { #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:0\#($0):00 +0200" endDate="2022-09-30 10:0\#($0 + 1):00 +0200" value="\#($0 * 100)"/>"# }
+        try ("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n").write(toFile: export, atomically: true, encoding: .utf8)
+
+        // Through a symbolic link in another folder: the companion is the one next to the target.
+        let linked = folder + "/linked-ledger"
+        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: binary)
+        let db = folder + "/a.db"
+        let imported = try runProcess(linked, ["import", "apple-health", export, "--db", db])
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.hasPrefix("read 2 records: appended 2"), "\(imported.stdout)")
+        // The companion's messages name `ledger`, as the program the user ran.
+        let usage = try runProcess(linked, ["serve", "--no-such-option"])
+        #expect(usage.status == 64)
+        #expect(usage.stderr.hasPrefix("Error: unknown option '--no-such-option'") && usage.stderr.contains("\nUsage: ledger serve"), "\(usage.stderr)")
+
+        // A copy without its companion: every other command works; these two say what is missing.
+        let alone = folder + "/alone"
+        try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: false)
+        try FileManager.default.copyItem(atPath: binary, toPath: alone + "/ledger")
+        let project = try runProcess(alone + "/ledger", ["project", "daily-steps", "--db", db, "--format", "json"])
+        #expect(project.status == 0 && project.stdout.contains("\"value\":"), "\(project.stderr)")
+        let other = folder + "/b.db"
+        for arguments in [["import", "apple-health", export, "--db", other], ["--db", other, "serve", "--port", "0"]] {
+            let run = try runProcess(alone + "/ledger", arguments)
+            #expect(run.status == 1)
+            let command = arguments.contains("serve") ? "serve" : "import"
+            #expect(run.stderr == "Error: 'ledger \(command)' runs in ledger-dynamic (the same program, linked with the shared libraries that \(command) opens), which cannot be run from \(alone)/ledger-dynamic: No such file or directory. Install ledger-dynamic in the same folder as ledger\n", "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: other))
+        }
+        // Help needs no library: it is the static binary's own.
+        let help = try runProcess(alone + "/ledger", ["help", "serve"])
+        #expect(help.status == 0 && help.stdout.hasPrefix("OVERVIEW: Serve the HTTP API"))
     }
 
     /// A review: a first append that met another process inside `mdb_env_open` (data.mdb made,
@@ -932,4 +992,39 @@ private func exportBeside(_ db: String, _ xml: String) throws -> String {
     let path = db + ".xml"
     try xml.write(toFile: path, atomically: true, encoding: .utf8)
     return path
+}
+
+/// What `staticExecutable` reads of an ELF64 file (little-endian, as x86-64's): its type, its
+/// program headers' types, and its dynamic section's needed libraries and library paths.
+private struct ELFFile {
+    var type: UInt16
+    var segmentTypes: [UInt32]
+    var neededLibraries: [UInt64] = []
+    var hasLibraryPath = false
+
+    init(path: String) throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+        func read<T: FixedWidthInteger>(_: T.Type, at offset: Int) -> T {
+            bytes.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: offset, as: T.self) }
+        }
+        guard bytes.count > 64, bytes.prefix(4) == Data([0x7F, 0x45, 0x4C, 0x46]), bytes[4] == 2 else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        type = read(UInt16.self, at: 16)
+        let (headers, size, count) = (Int(read(UInt64.self, at: 32)), Int(read(UInt16.self, at: 54)), Int(read(UInt16.self, at: 56)))
+        segmentTypes = []
+        for index in 0..<count {
+            let header = headers + index * size
+            let segment = read(UInt32.self, at: header)
+            segmentTypes.append(segment)
+            guard segment == 2 else { continue }  // PT_DYNAMIC: (tag, value) pairs to DT_NULL
+            let (start, length) = (Int(read(UInt64.self, at: header + 8)), Int(read(UInt64.self, at: header + 32)))
+            for entry in stride(from: start, to: start + length, by: 16) {
+                let tag = read(Int64.self, at: entry)
+                if tag == 0 { break }
+                if tag == 1 { neededLibraries.append(read(UInt64.self, at: entry + 8)) }  // DT_NEEDED
+                if tag == 15 || tag == 29 { hasLibraryPath = true }  // DT_RPATH, DT_RUNPATH
+            }
+        }
+    }
 }

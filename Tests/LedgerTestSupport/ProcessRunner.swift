@@ -40,6 +40,15 @@ private let childrenStartWithInterruptsEnabled: Void = {
     sigaction(SIGINT, &action, nil)
 }()
 
+/// `ledger-dynamic`, the dynamically linked build that the static `ledger` runs `serve` and
+/// `import` in: the one next to `ledgerBinary()`.
+public func ledgerDynamicBinary() throws -> String {
+    let binary = try ledgerBinary()
+    let path = URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("ledger-dynamic").path
+    guard FileManager.default.isExecutableFile(atPath: path) else { throw BinaryNotFound(searchedFrom: binary) }
+    return path
+}
+
 public struct BinaryNotFound: Error, CustomStringConvertible {
     public var searchedFrom: String
     public var description: String {
@@ -70,11 +79,48 @@ public func runProcess(_ executable: String, _ arguments: [String], stdin: [UInt
             group.leave()
         }
     }
-    input.fileHandleForWriting.write(Data(stdin))
+    writeKeepingSIGPIPE(stdin, to: input.fileHandleForWriting.fileDescriptor)
     try? input.fileHandleForWriting.close()
     process.waitUntilExit()
     group.wait()
     return ProcessOutput(status: process.terminationStatus, stdout: collected.out, stderr: collected.err)
+}
+
+/// Writes `bytes` to a child's standard input. A child that exits without reading all of it (a
+/// usage error, a refused file: since `ledger` is static it starts, fails and exits within a
+/// millisecond, before this process had written its input) closes the pipe, and the write
+/// raised SIGPIPE, which killed the whole test run. So SIGPIPE is blocked on this thread while
+/// it writes (the write then fails with EPIPE, and what was not read is dropped, as the child
+/// chose), and one the write raised is taken off the thread's pending signals before the mask
+/// is put back. Ignoring SIGPIPE for the process instead would pass the ignored signal on to
+/// every child (exec keeps it), changing what `cat … | ledger` tests see.
+private func writeKeepingSIGPIPE(_ bytes: [UInt8], to descriptor: Int32) {
+    var pipeSignal = sigset_t()
+    sigemptyset(&pipeSignal)
+    sigaddset(&pipeSignal, SIGPIPE)
+    var previous = sigset_t()
+    pthread_sigmask(SIG_BLOCK, &pipeSignal, &previous)
+    defer {
+        var pending = sigset_t()
+        if sigpending(&pending) == 0, sigismember(&pending, SIGPIPE) == 1 {
+            var noWait = timespec()
+            _ = sigtimedwait(&pipeSignal, nil, &noWait)
+        }
+        pthread_sigmask(SIG_SETMASK, &previous, nil)
+    }
+    var offset = 0
+    bytes.withUnsafeBytes { buffer in
+        while offset < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if written > 0 {
+                offset += written
+            } else if written < 0, errno == EINTR {
+                continue
+            } else {
+                return  // EPIPE: the child is gone or stopped reading
+            }
+        }
+    }
 }
 
 private final class CollectedOutput: @unchecked Sendable {
