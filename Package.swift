@@ -46,7 +46,9 @@ let jemalloc: [LinkerSetting] = [
 // have. A static program cannot open shared libraries safely (the one it opened would bring a
 // second libc), so the commands that do (`serve`: libmicrohttpd; `import`: libxml2, libzip) run
 // in `ledger-dynamic`, the same program linked as before, which `ledger` executes in its place
-// (`LedgerCommandLine.main`).
+// (`LedgerCommandLine.main`). `ledger` depends on `ledger-dynamic` so that building it
+// (`--product ledger`, `swift run ledger`) builds its companion from the same sources: an
+// out-of-date one would run the old code's `import`. Nothing of it is linked into `ledger`.
 let staticExecutable: [LinkerSetting] = [
     .unsafeFlags(["-static-executable", "-Xclang-linker", "-static-pie",
                   "-ld-path=\(Context.packageDirectory)/Tools/ld-static-pie"]),
@@ -104,7 +106,7 @@ let package = Package(
         .target(name: "LedgerCLI", dependencies: ["LedgerStore", "LedgerCore", "Projections", "LedgerImport",
                                                    "LedgerServer", "LedgerBus"],
                 path: "Sources/LedgerCLI", swiftSettings: libxml2Headers + releaseChecks),
-        .executableTarget(name: "ledger", dependencies: ["LedgerCLI"], path: "Sources/ledger", swiftSettings: releaseChecks,
+        .executableTarget(name: "ledger", dependencies: ["LedgerCLI", "ledger-dynamic"], path: "Sources/ledger", swiftSettings: releaseChecks,
                           linkerSettings: jemalloc + staticExecutable),
         .executableTarget(name: "ledger-dynamic", dependencies: ["LedgerCLI"], path: "Sources/ledger-dynamic",
                           swiftSettings: releaseChecks, linkerSettings: jemalloc),

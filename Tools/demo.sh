@@ -8,9 +8,8 @@ cd "$(dirname "$0")/.."
 Tools/deps.sh
 # The Swift runtime and Foundation are linked into the binaries: each command then starts in
 # about half the time (README "Performance"). `ledger` is static and runs `import` (and `serve`)
-# in ledger-dynamic, built next to it.
+# in ledger-dynamic, which building `ledger` builds next to it.
 swift build -c release --static-swift-stdlib --product ledger >&2
-swift build -c release --static-swift-stdlib --product ledger-dynamic >&2
 swift build -c release --static-swift-stdlib --product ledger-gen >&2
 bin="$(swift build -c release --show-bin-path)"
 export LEDGER_DB="${LEDGER_DB:-$PWD/demo.db}"
