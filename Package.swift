@@ -46,7 +46,9 @@ let jemalloc: [LinkerSetting] = [
 // have. A static program cannot open shared libraries safely (the one it opened would bring a
 // second libc), so the commands that do (`serve`: libmicrohttpd; `import`: libxml2, libzip) run
 // in `ledger-dynamic`, the same program linked as before, which `ledger` executes in its place
-// (`LedgerCommandLine.main`). `ledger` depends on `ledger-dynamic` so that building it
+// (`LedgerCommandLine.main`). Nor may it look up user or group names (Foundation's file
+// attributes do): glibc then loads an NSS module, with the same second libc (README, Quick
+// start). `ledger` depends on `ledger-dynamic` so that building it
 // (`--product ledger`, `swift run ledger`) builds its companion from the same sources: an
 // out-of-date one would run the old code's `import`. Nothing of it is linked into `ledger`.
 let staticExecutable: [LinkerSetting] = [

@@ -14,7 +14,20 @@ public enum LedgerCommandLine {
                            stdout: OutputSink = .standardOutput,
                            stderr: OutputSink = .standardError,
                            clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
-        let context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
+        run(arguments: arguments, companionProblem: nil, environment: environment, stdin: stdin, stdout: stdout,
+            stderr: stderr, clock: clock)
+    }
+
+    /// `run`, in a static `ledger` that could not run `companionProblem`'s companion: the
+    /// commands that need it (`sharedLibraryCommands`) print their help and usage errors as
+    /// ever, and, where they would have run, fail with `companionProblem`.
+    static func run(arguments: [String], companionProblem: String?,
+                    environment: [String: String] = ProcessInfo.processInfo.environment,
+                    stdin: InputSource = .standardInput, stdout: OutputSink = .standardOutput,
+                    stderr: OutputSink = .standardError,
+                    clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
+        var context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
+        context.companionProblem = companionProblem
         let code = run(arguments, context)
         // A command that succeeded but whose output went nowhere (`ledger log > /dev/full`, or
         // standard output closed) fails, as `cat` does: a script must not take a lost export for
@@ -93,6 +106,9 @@ public enum LedgerCommandLine {
                 stdout.write(Help.text(for: command))
                 return 0
             }
+            if let problem = context.companionProblem, sharedLibraryCommands.contains(command.name) {
+                return fail(.runtime(problem), context)
+            }
             return try command.run(parsed, context)
         } catch let error as CLIError {
             return fail(error, context)
@@ -142,6 +158,9 @@ struct CommandContext {
     var stderr: OutputSink
     /// The clock for "today"; injected so tests can fix it.
     var now: @Sendable () -> Timestamp
+    /// Why the static `ledger` could not run its companion, `ledger-dynamic`, for a command
+    /// that opens shared libraries (`LedgerCommandLine.main`); nil when it did not need to.
+    var companionProblem: String?
 
     /// `--db`, else `$LEDGER_DB`, else `./ledger.db` (SPEC §2). An empty `--db` is a usage
     /// error, not the default: `--db "$DIR"` with the variable unset would otherwise write to

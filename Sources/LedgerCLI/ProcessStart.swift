@@ -12,16 +12,29 @@ extension LedgerCommandLine {
     /// The name of the executable, next to `ledger`, that runs `sharedLibraryCommands`.
     public static let companionName = "ledger-dynamic"
 
+    /// Set by the static `ledger` when it executes its companion, to its process name (what the
+    /// kernel keeps in `/proc/self/comm`: the file name it was started by, which has no `/`)
+    /// and its own path: `NAME/PATH`. A static `ledger` that finds it set was itself started as
+    /// the companion (a copy of `ledger`, or a link to it, installed as `ledger-dynamic`), and
+    /// would otherwise execute itself for ever; `ledger-dynamic` takes it out of its environment
+    /// and takes that process name.
+    static let companionMarker = "LEDGER_STARTED_BY_STATIC_LEDGER"
+
     /// A `ledger` process, from its first instruction: `main.swift` of both executables.
     /// `companion` is the executable, in `ledger`'s own folder, that runs the commands that open
     /// shared libraries (`ledger-dynamic` for the static `ledger`; nil for `ledger-dynamic`
     /// itself, which runs every command).
     public static func main(companion: String?) -> Never {
         let arguments = Array(CommandLine.arguments.dropFirst())
-        // Before anything else, standard descriptors included: the companion must start with
-        // the process's state as it was given (a closed standard output stays closed, below).
-        if let companion, let name = commandFirst(arguments).first, sharedLibraryCommands.contains(name) {
-            exit(runInstead(companion, command: name))
+        var companionProblem: String?
+        if let companion {
+            // Before anything else, standard descriptors included: the companion must start with
+            // the process's state as it was given (a closed standard output stays closed, below).
+            if let name = commandFirst(arguments).first, sharedLibraryCommands.contains(name) {
+                companionProblem = runInstead(companion, command: name)
+            }
+        } else {
+            startedAsCompanion()
         }
         // Started with standard input, output or error closed (`ledger … >&-`), the first file the
         // ledger opened took its number: LMDB's lock.mdb became descriptor 1, and the command's output
@@ -42,25 +55,66 @@ extension LedgerCommandLine {
             guard let raw = CommandLine.unsafeArgv[index], String(validatingCString: raw) == nil else { continue }
             exit(refuseNotUTF8(argument: index, of: arguments))
         }
-        exit(run(arguments: arguments))
+        // A companion that could not be run: help and usage errors are still this binary's, and
+        // the command, where it would have run, fails with the problem (`run`).
+        exit(run(arguments: arguments, companionProblem: companionProblem))
     }
 
     /// Replaces this process with `companion`, found in the folder of this executable (symbolic
     /// links followed: the kernel's `/proc/self/exe`), given the same arguments, the program name
-    /// included, so that its messages say `ledger`. Returns only when that fails, with the exit
-    /// code of the error it wrote.
-    static func runInstead(_ companion: String, command: String, stderr: OutputSink = .standardError) -> Int32 {
+    /// included, so that its messages say `ledger`. Returns only when that fails, with what to
+    /// say where the command would have run.
+    static func runInstead(_ companion: String, command: String) -> String {
+        let what = "'ledger \(command)' runs in \(companion), the same program linked with the shared libraries that \(command) opens"
+        if let started = getenv(companionMarker) {
+            let path = Array(markerBytes(started).drop { $0 != UInt8(ascii: "/") }.dropFirst())
+            let folder = String(decoding: directoryBytes(of: path), as: UTF8.self)
+            return "\(what), but the \(companion) in \(folder) is a static ledger itself (a copy of ledger or a link to it). Install the \(companion) built with ledger in its place"
+        }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let context = CommandContext(environment: [:], stdin: .standardInput, stdout: .standardOutput, stderr: stderr, now: EventLog.systemClock)
         guard length > 0 else {
-            return fail(.runtime("'ledger \(command)' runs in \(companion), next to ledger, but ledger cannot find its own folder (/proc/self/exe: \(String(cString: strerror(errno)))); run \(companion) \(command) directly"), context)
+            return "\(what), and ledger cannot find its own folder (/proc/self/exe: \(String(cString: strerror(errno)))). Run \(companion) \(command) instead"
         }
-        let own = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let folder = own.lastIndex(of: "/").map { String(own[..<$0]) } ?? "."
-        let path = folder + "/" + companion
-        execv(path, CommandLine.unsafeArgv)
+        // The path as bytes: a folder whose name is not UTF-8 is still the folder.
+        let own = buffer[0..<length].map { UInt8(bitPattern: $0) }
+        let path = directoryBytes(of: own) + Array("/\(companion)".utf8)
+        var name = [UInt8](repeating: 0, count: 64)
+        let commDescriptor = open("/proc/self/comm", O_RDONLY | O_CLOEXEC)
+        let nameLength = commDescriptor < 0 ? 0 : max(0, read(commDescriptor, &name, name.count))
+        if commDescriptor >= 0 { close(commDescriptor) }
+        let marker = Array(name[0..<nameLength].prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "/") }) + [UInt8(ascii: "/")] + own
+        setenv(companionMarker, marker.map { CChar(bitPattern: $0) } + [0], 1)
+        _ = execv(path.map { CChar(bitPattern: $0) } + [0], CommandLine.unsafeArgv)
         let reason = String(cString: strerror(errno))
-        return fail(.runtime("'ledger \(command)' runs in \(companion) (the same program, linked with the shared libraries that \(command) opens), which cannot be run from \(path): \(reason). Install \(companion) in the same folder as ledger"), context)
+        unsetenv(companionMarker)
+        return "\(what), and it could not be run (\(reason)) from \(String(decoding: path, as: UTF8.self)). It is built with ledger and must be installed beside it, executable"
+    }
+
+    /// The bytes of `path` up to its last `/`, or `.` when it has none.
+    private static func directoryBytes(of path: [UInt8]) -> [UInt8] {
+        guard let slash = path.lastIndex(of: UInt8(ascii: "/")) else { return Array(".".utf8) }
+        return Array(path[..<slash])
+    }
+
+    /// The bytes of a C string (an environment variable's value).
+    private static func markerBytes(_ value: UnsafePointer<CChar>) -> [UInt8] {
+        UnsafeBufferPointer(start: value, count: strlen(value)).map { UInt8(bitPattern: $0) }
+    }
+
+    /// `ledger-dynamic` started by the static `ledger` (`companionMarker` set): takes the marker
+    /// out of its environment (what it starts does not inherit it), and takes the static
+    /// process's name (`/proc/self/comm`: the file name it was started by, at most 15 bytes), so
+    /// that `pgrep -x ledger`, `ps -C ledger` and `killall ledger` find a running `serve` or
+    /// `import` as before.
+    private static func startedAsCompanion() {
+        guard let started = getenv(companionMarker) else { return }
+        let name = markerBytes(started).prefix { $0 != UInt8(ascii: "/") }
+        let descriptor = open("/proc/self/comm", O_WRONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            _ = name.prefix(15).withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            close(descriptor)
+        }
+        unsetenv(companionMarker)
     }
 }

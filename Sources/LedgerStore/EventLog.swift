@@ -684,7 +684,13 @@ public final class EventLog: Sendable {
         let pageSize = environment.pageSize
         let info = environment.info
         let dataFile = (path as NSString).appendingPathComponent("data.mdb")
-        let fileBytes = (try? FileManager.default.attributesOfItem(atPath: dataFile)[.size] as? Int) ?? 0
+        // stat(2), not FileManager's attributes, which also look up the owner's and group's
+        // names: for a uid or gid that /etc/passwd or /etc/group does not list, the static
+        // `ledger`'s glibc then loaded another NSS module (libnss_systemd), which brought a
+        // second libc into the process and crashed it (an audit: `stats` of a ledger restored
+        // with its numeric owner, or run as a container's unnamed uid, ended in SIGSEGV).
+        var status = stat()
+        let fileBytes = stat(dataFile, &status) == 0 ? Int(status.st_size) : 0
         return try environment.read { txn in
             var counts: [EventKind: Int] = [:]
             for kind in EventKind.allCases {

@@ -458,23 +458,86 @@ struct EndToEndTests {
         #expect(usage.status == 64)
         #expect(usage.stderr.hasPrefix("Error: unknown option '--no-such-option'") && usage.stderr.contains("\nUsage: ledger serve"), "\(usage.stderr)")
 
-        // A copy without its companion: every other command works; these two say what is missing.
+        // Running, the companion goes by the static binary's name, as the process did before
+        // (`pgrep -x ledger`, `killall ledger`), and keeps its pid.
+        let server = try ServerProcess(binary: linked, db: db, arguments: ["--no-auth"])
+        let comm = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/comm", encoding: .utf8)
+        #expect(server.stop() == 0)
+        #expect(comm == "linked-ledger\n")
+
+        // A copy without its companion: every other command works; these two say what is missing,
+        // and write nothing. Help and the option parser's usage errors are its own.
         let alone = folder + "/alone"
         try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: false)
         try FileManager.default.copyItem(atPath: binary, toPath: alone + "/ledger")
         let project = try runProcess(alone + "/ledger", ["project", "daily-steps", "--db", db, "--format", "json"])
         #expect(project.status == 0 && project.stdout.contains("\"value\":"), "\(project.stderr)")
         let other = folder + "/b.db"
-        for arguments in [["import", "apple-health", export, "--db", other], ["--db", other, "serve", "--port", "0"]] {
+        for arguments in [["import", "apple-health", export, "--db", other], ["--db", other, "serve", "--listen", "127.0.0.1:0"]] {
             let run = try runProcess(alone + "/ledger", arguments)
             #expect(run.status == 1)
             let command = arguments.contains("serve") ? "serve" : "import"
-            #expect(run.stderr == "Error: 'ledger \(command)' runs in ledger-dynamic (the same program, linked with the shared libraries that \(command) opens), which cannot be run from \(alone)/ledger-dynamic: No such file or directory. Install ledger-dynamic in the same folder as ledger\n", "\(run.stderr)")
+            #expect(run.stderr == "Error: 'ledger \(command)' runs in ledger-dynamic, the same program linked with the shared libraries that \(command) opens, and it could not be run (No such file or directory) from \(alone)/ledger-dynamic. It is built with ledger and must be installed beside it, executable\n", "\(run.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: other))
+            let help = try runProcess(alone + "/ledger", [command, "--help"])
+            #expect(help.status == 0 && help.stdout.hasPrefix("OVERVIEW: "), "\(help.stderr)")
+            let usage = try runProcess(alone + "/ledger", [command, "--no-such-option"])
+            #expect(usage.status == 64 && usage.stderr.hasPrefix("Error: unknown option '--no-such-option'"), "\(usage.stderr)")
+        }
+
+        // A static ledger installed as its own companion (a link to it, or a copy) would run
+        // itself for ever: it says so instead.
+        for copy in [false, true] {
+            let wrong = folder + (copy ? "/copied" : "/looped")
+            try FileManager.default.createDirectory(atPath: wrong, withIntermediateDirectories: false)
+            try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger")
+            if copy {
+                try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger-dynamic")
+            } else {
+                try FileManager.default.createSymbolicLink(atPath: wrong + "/ledger-dynamic", withDestinationPath: "ledger")
+            }
+            // Under `timeout`: were the loop back, the test would fail (124), not hang.
+            let run = try runProcess("/usr/bin/timeout", ["20", wrong + "/ledger", "import", "apple-health", export, "--db", other])
+            #expect(run.status == 1)
+            #expect(run.stderr == "Error: 'ledger import' runs in ledger-dynamic, the same program linked with the shared libraries that import opens, but the ledger-dynamic in \(wrong) is a static ledger itself (a copy of ledger or a link to it). Install the ledger-dynamic built with ledger in its place\n", "\(run.stderr)")
             #expect(!FileManager.default.fileExists(atPath: other))
         }
-        // Help needs no library: it is the static binary's own.
-        let help = try runProcess(alone + "/ledger", ["help", "serve"])
-        #expect(help.status == 0 && help.stdout.hasPrefix("OVERVIEW: Serve the HTTP API"))
+
+        // A folder whose name is not UTF-8 (Latin-1 "café") is found all the same: the path was
+        // read as a string, with U+FFFD in place of the byte, and named no folder.
+        let latin1 = try runProcess("/bin/sh", ["-c", #"d="$1/$(printf 'caf\351')" && mkdir "$d" && cp "$2" "$3" "$d"/ && exec "$d"/ledger import apple-health "$4" --db "$5""#,
+                                                "sh", folder, binary, try ledgerDynamicBinary(), export, folder + "/c.db"])
+        #expect(latin1.status == 0 && latin1.stdout.hasPrefix("read 2 records: appended 2"), "\(latin1.stderr)")
+    }
+
+    /// An audit: `stats` read the data file's size through FileManager's attributes, which look
+    /// up the owner's and group's names. For ids that /etc/passwd and /etc/group do not list,
+    /// the static binary's glibc loaded another NSS module (libnss_systemd), which brought a
+    /// second libc and crashed the process (SIGSEGV, nothing said): a ledger restored with its
+    /// numeric owner, or read by a container's unnamed user.
+    @Test("a ledger owned by a user and group with no name: every reading command works, run as root and as that user")
+    func unnamedOwner() throws {
+        guard getuid() == 0 else { print("unnamedOwner: skipped, chown needs root"); return }
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            #expect(try runProcess(binary, ["append", "--db", db], stdin: Array(Fixtures.stepsFile(count: 3).utf8)).status == 0)
+            let (uid, gid) = (Int(47_011), Int(47_013))
+            #expect(getpwuid(uid_t(uid)) == nil && getgrgid(gid_t(gid)) == nil, "the ids must be unnamed here")
+            #expect(try runProcess("/bin/chown", ["-R", "\(uid):\(gid)", db]).status == 0)
+            let commands = [["stats"], ["verify"], ["log", "--limit", "1"], ["project", "daily-steps"]]
+            for command in commands {
+                let run = try runProcess(binary, command + ["--db", db])
+                #expect(run.status == 0, "\(command): \(run.status) \(run.stderr)")
+                if command == ["stats"] { #expect(run.stdout.contains("\"file_bytes\":") && !run.stdout.contains("\"file_bytes\":0,"), "\(run.stdout)") }
+            }
+            // Run as that user (its own ledger, so it may take the lock): setpriv is util-linux's.
+            guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { return }
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: URL(fileURLWithPath: db).deletingLastPathComponent().path)
+            for command in commands {
+                let run = try runProcess("/usr/bin/setpriv", ["--reuid", "\(uid)", "--regid", "\(gid)", "--clear-groups", binary] + command + ["--db", db])
+                #expect(run.status == 0, "as \(uid): \(command): \(run.status) \(run.stderr)")
+            }
+        }
     }
 
     /// A review: a first append that met another process inside `mdb_env_open` (data.mdb made,
