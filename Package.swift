@@ -40,8 +40,8 @@ let jemalloc: [LinkerSetting] = [
 // `ledger` is a static position-independent executable: Swift's runtime, Foundation, glibc,
 // jemalloc and the archives below are all in it, so a command starts with no dynamic loader,
 // no shared library to load and no symbol to bind, and its address is still randomised. A short
-// command (`project daily-steps` of a year) took 5.4-7.2 ms as a process linked dynamically and
-// 3.8 ms linked so (README, Performance). `Tools/ld-static-pie` is its linker: clang's
+// command (`project daily-steps` of a year) took 5.3 and 7.1 ms as a process linked dynamically
+// and 4.2 and 5.7 ms linked so, on two ledgers (README, Performance). `Tools/ld-static-pie` is its linker: clang's
 // `-static-pie` with GNU ld, less the library path SwiftPM adds, which a static PIE must not
 // have. A static program cannot open shared libraries safely (the one it opened would bring a
 // second libc), so the commands that do (`serve`: libmicrohttpd; `import`: libxml2, libzip) run
