@@ -42,7 +42,7 @@ let jemalloc: [LinkerSetting] = [
 // no shared library to load and no symbol to bind, and its address is still randomised. A short
 // command (`project daily-steps` of a year) took 5.3 and 7.1 ms as a process linked dynamically
 // and 4.2 and 5.7 ms linked so, on two ledgers (README, Performance). `Tools/ld-static-pie` is its linker: clang's
-// `-static-pie` with GNU ld, less the library path SwiftPM adds, which a static PIE must not
+// `-static-pie` with LLVM's lld, less the library path SwiftPM adds, which a static PIE must not
 // have. A static program cannot open shared libraries safely (the one it opened would bring a
 // second libc), so the commands that do (`serve`: libmicrohttpd; `import`: libxml2, libzip) run
 // in `ledger-dynamic`, the same program linked as before, which `ledger` executes in its place
@@ -52,8 +52,12 @@ let jemalloc: [LinkerSetting] = [
 // (`--product ledger`, `swift run ledger`) builds its companion from the same sources: an
 // out-of-date one would run the old code's `import`. Nothing of it is linked into `ledger`.
 let staticExecutable: [LinkerSetting] = [
+    // `-z relro`: the pointers relocated at start (Swift's metadata, vtables, the GOT) are made
+    // read-only once relocated, as in the dynamically linked build (gold does it by default;
+    // the first static build, through GNU ld, left them writable: `Tools/ld-static-pie`).
     .unsafeFlags(["-static-executable", "-Xclang-linker", "-static-pie",
-                  "-ld-path=\(Context.packageDirectory)/Tools/ld-static-pie"]),
+                  "-ld-path=\(Context.packageDirectory)/Tools/ld-static-pie",
+                  "-Xlinker", "-z", "-Xlinker", "relro"]),
     // The archives Foundation's own need. A build with `--static-swift-stdlib` names them; a
     // plain `swift build` (the tests') compiles against the shared Foundation, whose modules do
     // not, and the link failed without them.

@@ -408,7 +408,7 @@ struct EndToEndTests {
     /// with no interpreter to run it and no shared library needed, and still position
     /// independent (type ET_DYN, with a dynamic section for its own relocations), so that its
     /// address is randomised.
-    @Test("ledger is a static position-independent executable: no interpreter, no shared library, randomised address")
+    @Test("ledger is a static position-independent executable: no interpreter, no shared library, randomised address, RELRO")
     func staticExecutable() throws {
         let elf = try ELFFile(path: try ledgerBinary())
         #expect(elf.type == 3, "e_type \(elf.type): 2 would be a fixed-address executable")
@@ -416,6 +416,7 @@ struct EndToEndTests {
         #expect(elf.segmentTypes.contains(2), "no PT_DYNAMIC segment: no relocations, so not position independent")
         #expect(elf.neededLibraries.isEmpty, "DT_NEEDED entries: \(elf.neededLibraries)")
         #expect(!elf.hasLibraryPath, "a DT_RUNPATH or DT_RPATH entry: glibc's static start-up asserts there is none")
+        #expect(elf.segmentTypes.contains(0x6474_E552), "no PT_GNU_RELRO: the relocated pointers would stay writable")
         // And it runs: were the library path there, it would crash before main.
         let run = try runProcess(try ledgerBinary(), ["--version"])
         #expect(run.status == 0 && run.stdout.hasPrefix("ledger "), "\(run.status): \(run.stderr)")
