@@ -53,8 +53,9 @@ let jemalloc: [LinkerSetting] = [
 // out-of-date one would run the old code's `import`. Nothing of it is linked into `ledger`.
 let staticExecutable: [LinkerSetting] = [
     // `-z relro`: the pointers relocated at start (Swift's metadata, vtables, the GOT) are made
-    // read-only once relocated, as in the dynamically linked build (gold does it by default;
-    // the first static build, through GNU ld, left them writable: `Tools/ld-static-pie`).
+    // read-only once relocated, as in the dynamically linked build. lld does it by default; the
+    // flag says so here, since the first static build, through GNU ld, left them writable
+    // (`Tools/ld-static-pie`), and a test requires the segment.
     .unsafeFlags(["-static-executable", "-Xclang-linker", "-static-pie",
                   "-ld-path=\(Context.packageDirectory)/Tools/ld-static-pie",
                   "-Xlinker", "-z", "-Xlinker", "relro"]),

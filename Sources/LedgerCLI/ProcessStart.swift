@@ -12,12 +12,14 @@ extension LedgerCommandLine {
     /// The name of the executable, next to `ledger`, that runs `sharedLibraryCommands`.
     public static let companionName = "ledger-dynamic"
 
-    /// Set by the static `ledger` when it executes its companion, to its process name (what the
-    /// kernel keeps in `/proc/self/comm`: the file name it was started by, which has no `/`)
-    /// and its own path: `NAME/PATH`. A static `ledger` that finds it set was itself started as
-    /// the companion (a copy of `ledger`, or a link to it, installed as `ledger-dynamic`), and
-    /// would otherwise execute itself for ever; `ledger-dynamic` takes it out of its environment
-    /// and takes that process name.
+    /// Set by the static `ledger` when it executes its companion, to its process id (which
+    /// `execv` keeps), its process name (what the kernel keeps in `/proc/self/comm`: the file
+    /// name it was started by, which has no `/`) and its own path: `PID/NAME/PATH`. Either side
+    /// heeds it only with its own process id in it: one inherited or copied from elsewhere (a
+    /// running server's `/proc/PID/environ` still shows it) means nothing. A static `ledger`
+    /// that finds its own was itself started as the companion (a copy of `ledger`, or a link to
+    /// it, installed as `ledger-dynamic`), and would otherwise execute itself for ever;
+    /// `ledger-dynamic` takes it out of its environment and takes that process name.
     static let companionMarker = "LEDGER_STARTED_BY_STATIC_LEDGER"
 
     /// A `ledger` process, from its first instruction: `main.swift` of both executables.
@@ -66,14 +68,15 @@ extension LedgerCommandLine {
     /// say where the command would have run.
     static func runInstead(_ companion: String, command: String) -> String {
         let what = "'ledger \(command)' runs in \(companion), the same program linked with the shared libraries that \(command) opens"
-        if let started = getenv(companionMarker) {
-            let path = Array(markerBytes(started).drop { $0 != UInt8(ascii: "/") }.dropFirst())
+        if let (_, path) = ownMarker() {
             let folder = String(decoding: directoryBytes(of: path), as: UTF8.self)
             return "\(what), but the \(companion) in \(folder) is a static ledger itself (a copy of ledger or a link to it). Install the \(companion) built with ledger in its place"
         }
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else {
+        let length = readlink("/proc/self/exe", &buffer, buffer.count)
+        // A result that fills the buffer may have been cut short. (Without /proc this is never
+        // reached: Swift's runtime reads /proc/self/exe before `main`, and stops.)
+        guard length > 0, length < buffer.count else {
             return "\(what), and ledger cannot find its own folder (/proc/self/exe: \(String(cString: strerror(errno)))). Run \(companion) \(command) instead"
         }
         // The path as bytes: a folder whose name is not UTF-8 is still the folder.
@@ -83,7 +86,8 @@ extension LedgerCommandLine {
         let commDescriptor = open("/proc/self/comm", O_RDONLY | O_CLOEXEC)
         let nameLength = commDescriptor < 0 ? 0 : max(0, read(commDescriptor, &name, name.count))
         if commDescriptor >= 0 { close(commDescriptor) }
-        let marker = Array(name[0..<nameLength].prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "/") }) + [UInt8(ascii: "/")] + own
+        let marker = Array("\(getpid())/".utf8) + name[0..<nameLength].prefix { $0 != UInt8(ascii: "\n") && $0 != UInt8(ascii: "/") }
+            + [UInt8(ascii: "/")] + own
         setenv(companionMarker, marker.map { CChar(bitPattern: $0) } + [0], 1)
         _ = execv(path.map { CChar(bitPattern: $0) } + [0], CommandLine.unsafeArgv)
         let reason = String(cString: strerror(errno))
@@ -97,9 +101,14 @@ extension LedgerCommandLine {
         return Array(path[..<slash])
     }
 
-    /// The bytes of a C string (an environment variable's value).
-    private static func markerBytes(_ value: UnsafePointer<CChar>) -> [UInt8] {
-        UnsafeBufferPointer(start: value, count: strlen(value)).map { UInt8(bitPattern: $0) }
+    /// The process name and path of `companionMarker`, when it is set and holds this process's
+    /// id; nil otherwise.
+    private static func ownMarker() -> (name: [UInt8], path: [UInt8])? {
+        guard let value = getenv(companionMarker) else { return nil }
+        let bytes = UnsafeBufferPointer(start: value, count: strlen(value)).map { UInt8(bitPattern: $0) }
+        let fields = bytes.split(separator: UInt8(ascii: "/"), maxSplits: 2, omittingEmptySubsequences: false)
+        guard fields.count == 3, String(decoding: fields[0], as: UTF8.self) == String(getpid()) else { return nil }
+        return (Array(fields[1]), Array(bytes[(fields[0].count + fields[1].count + 2)...]))
     }
 
     /// `ledger-dynamic` started by the static `ledger` (`companionMarker` set): takes the marker
@@ -108,13 +117,13 @@ extension LedgerCommandLine {
     /// that `pgrep -x ledger`, `ps -C ledger` and `killall ledger` find a running `serve` or
     /// `import` as before.
     private static func startedAsCompanion() {
-        guard let started = getenv(companionMarker) else { return }
-        let name = markerBytes(started).prefix { $0 != UInt8(ascii: "/") }
+        guard getenv(companionMarker) != nil else { return }
+        defer { unsetenv(companionMarker) }
+        guard let (name, _) = ownMarker(), !name.isEmpty else { return }
         let descriptor = open("/proc/self/comm", O_WRONLY | O_CLOEXEC)
         if descriptor >= 0 {
             _ = name.prefix(15).withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
             close(descriptor)
         }
-        unsetenv(companionMarker)
     }
 }
