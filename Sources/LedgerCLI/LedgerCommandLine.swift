@@ -14,25 +14,17 @@ public enum LedgerCommandLine {
                            stdout: OutputSink = .standardOutput,
                            stderr: OutputSink = .standardError,
                            clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
-        run(arguments: arguments, companionProblem: nil, environment: environment, stdin: stdin, stdout: stdout,
-            stderr: stderr, clock: clock)
+        run(arguments, in: CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock))
     }
 
-    /// `run`, in a static `ledger` that could not run `companionProblem`'s companion: the
-    /// commands that need it (`sharedLibraryCommands`) print their help and usage errors as
-    /// ever, and, where they would have run, fail with `companionProblem`.
-    static func run(arguments: [String], companionProblem: String?,
-                    environment: [String: String] = ProcessInfo.processInfo.environment,
-                    stdin: InputSource = .standardInput, stdout: OutputSink = .standardOutput,
-                    stderr: OutputSink = .standardError,
-                    clock: @escaping @Sendable () -> Timestamp = EventLog.systemClock) -> Int32 {
-        var context = CommandContext(environment: environment, stdin: stdin, stdout: stdout, stderr: stderr, now: clock)
-        context.companionProblem = companionProblem
+    /// `run` in `context`: the process's own (`main`, whose context may carry a companion
+    /// problem) or one made of `run`'s arguments.
+    static func run(_ arguments: [String], in context: CommandContext) -> Int32 {
         let code = run(arguments, context)
         // A command that succeeded but whose output went nowhere (`ledger log > /dev/full`, or
         // standard output closed) fails, as `cat` does: a script must not take a lost export for
         // one written. (What the command did, an append say, is done; the message says so.)
-        if code == 0, let reason = stdout.lostOutput {
+        if code == 0, let reason = context.stdout.lostOutput {
             return fail(.runtime("cannot write to standard output (\(reason)); the command ran, but what it printed is lost"), context)
         }
         return code

@@ -59,7 +59,9 @@ extension LedgerCommandLine {
         }
         // A companion that could not be run: help and usage errors are still this binary's, and
         // the command, where it would have run, fails with the problem (`run`).
-        exit(run(arguments: arguments, companionProblem: companionProblem))
+        exit(run(arguments, in: CommandContext(environment: ProcessInfo.processInfo.environment, stdin: .standardInput,
+                                               stdout: .standardOutput, stderr: .standardError, now: EventLog.systemClock,
+                                               companionProblem: companionProblem)))
     }
 
     /// Replaces this process with `companion`, found in the folder of this executable (symbolic

@@ -440,86 +440,85 @@ struct EndToEndTests {
     @Test("ledger runs import and serve in ledger-dynamic next to it, through a link; alone, it says what is missing and writes nothing")
     func companion() throws {
         let binary = try ledgerBinary()
-        let made = NSTemporaryDirectory() + "ledger-companion-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: made, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(atPath: made) }
-        // The folder as /proc/self/exe gives it (TMPDIR may pass through a link), as the messages quote it.
-        let folder = URL(fileURLWithPath: made).resolvingSymlinksInPath().path
-        let export = folder + "/export.xml"
-        let records = (1...2).map { #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:0\#($0):00 +0200" endDate="2022-09-30 10:0\#($0 + 1):00 +0200" value="\#($0 * 100)"/>"# }
-        try ("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n").write(toFile: export, atomically: true, encoding: .utf8)
+        try withTemporaryLedger { ledger in
+            // The folder as /proc/self/exe gives it (TMPDIR may pass through a link), as the messages quote it.
+            let folder = URL(fileURLWithPath: ledger).deletingLastPathComponent().resolvingSymlinksInPath().path
+            let export = folder + "/export.xml"
+            let records = (1...2).map { #"<Record type="HKQuantityTypeIdentifierStepCount" sourceName="iPhone" unit="count" startDate="2022-09-30 10:0\#($0):00 +0200" endDate="2022-09-30 10:0\#($0 + 1):00 +0200" value="\#($0 * 100)"/>"# }
+            try ("<HealthData>\n" + records.joined(separator: "\n") + "\n</HealthData>\n").write(toFile: export, atomically: true, encoding: .utf8)
 
-        // Through a symbolic link in another folder: the companion is the one next to the target.
-        let linked = folder + "/linked-ledger"
-        try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: binary)
-        let db = folder + "/a.db"
-        let imported = try runProcess(linked, ["import", "apple-health", export, "--db", db])
-        #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(imported.stdout.hasPrefix("read 2 records: appended 2"), "\(imported.stdout)")
-        // A marker of another process (inherited, or copied from a server's environment) is
-        // ignored: it would otherwise refuse the command as a loop.
-        let foreign = try runProcess(linked, ["import", "apple-health", export, "--db", db],
-                                     environment: ["LEDGER_STARTED_BY_STATIC_LEDGER": "1/ledger/\(folder)/ledger"])
-        #expect(foreign.status == 0 && foreign.stdout.hasPrefix("read 2 records: appended 0, duplicates 2"), "\(foreign.stderr)")
-        // The companion's messages name `ledger`, as the program the user ran.
-        let usage = try runProcess(linked, ["serve", "--no-such-option"])
-        #expect(usage.status == 64)
-        #expect(usage.stderr.hasPrefix("Error: unknown option '--no-such-option'") && usage.stderr.contains("\nUsage: ledger serve"), "\(usage.stderr)")
+            // Through a symbolic link in another folder: the companion is the one next to the target.
+            let linked = folder + "/linked-ledger"
+            try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: binary)
+            let db = folder + "/a.db"
+            let imported = try runProcess(linked, ["import", "apple-health", export, "--db", db])
+            #expect(imported.status == 0, "\(imported.stderr)")
+            #expect(imported.stdout.hasPrefix("read 2 records: appended 2"), "\(imported.stdout)")
+            // A marker of another process (inherited, or copied from a server's environment) is
+            // ignored: it would otherwise refuse the command as a loop.
+            let foreign = try runProcess(linked, ["import", "apple-health", export, "--db", db],
+                                         environment: ["LEDGER_STARTED_BY_STATIC_LEDGER": "1/ledger/\(folder)/ledger"])
+            #expect(foreign.status == 0 && foreign.stdout.hasPrefix("read 2 records: appended 0, duplicates 2"), "\(foreign.stderr)")
+            // The companion's messages name `ledger`, as the program the user ran.
+            let usage = try runProcess(linked, ["serve", "--no-such-option"])
+            #expect(usage.status == 64)
+            #expect(usage.stderr.hasPrefix("Error: unknown option '--no-such-option'") && usage.stderr.contains("\nUsage: ledger serve"), "\(usage.stderr)")
 
-        // Running, the companion goes by the static binary's name, as the process did before
-        // (`pgrep -x ledger`, `killall ledger`), and keeps its pid.
-        let server = try ServerProcess(binary: linked, db: db, arguments: ["--no-auth"])
-        let comm = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/comm", encoding: .utf8)
-        // The very process started, now running the companion's file: not a child of it.
-        let running = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(server.process.processIdentifier)/exe")
-        #expect(server.stop() == 0)
-        #expect(comm == "linked-ledger\n")
-        #expect(running.hasSuffix("/ledger-dynamic"), "\(running)")
+            // Running, the companion goes by the static binary's name, as the process did before
+            // (`pgrep -x ledger`, `killall ledger`), and keeps its pid.
+            let server = try ServerProcess(binary: linked, db: db, arguments: ["--no-auth"])
+            let comm = try String(contentsOfFile: "/proc/\(server.process.processIdentifier)/comm", encoding: .utf8)
+            // The very process started, now running the companion's file: not a child of it.
+            let running = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(server.process.processIdentifier)/exe")
+            #expect(server.stop() == 0)
+            #expect(comm == "linked-ledger\n")
+            #expect(running.hasSuffix("/ledger-dynamic"), "\(running)")
 
-        // A copy without its companion: every other command works; these two say what is missing,
-        // and write nothing. Help and the option parser's usage errors are its own.
-        let alone = folder + "/alone"
-        try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: false)
-        try FileManager.default.copyItem(atPath: binary, toPath: alone + "/ledger")
-        let project = try runProcess(alone + "/ledger", ["project", "daily-steps", "--db", db, "--format", "json"])
-        #expect(project.status == 0 && project.stdout.contains("\"value\":"), "\(project.stderr)")
-        let other = folder + "/b.db"
-        for arguments in [["import", "apple-health", export, "--db", other], ["--db", other, "serve", "--listen", "127.0.0.1:0"]] {
-            // Under `timeout`: a `serve` that started after all would fail the test, not hang it.
-            let run = try runProcess("/usr/bin/timeout", ["20", alone + "/ledger"] + arguments)
-            #expect(run.status == 1)
-            let command = arguments.contains("serve") ? "serve" : "import"
-            #expect(run.stderr == "Error: 'ledger \(command)' runs in ledger-dynamic, the same program linked with the shared libraries that \(command) opens, and it could not be run (No such file or directory) from \(alone)/ledger-dynamic. It is built with ledger and must be installed beside it, executable\n", "\(run.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: other))
-            let help = try runProcess(alone + "/ledger", [command, "--help"])
-            #expect(help.status == 0 && help.stdout.hasPrefix("OVERVIEW: "), "\(help.stderr)")
-            let usage = try runProcess(alone + "/ledger", [command, "--no-such-option"])
-            #expect(usage.status == 64 && usage.stderr.hasPrefix("Error: unknown option '--no-such-option'"), "\(usage.stderr)")
-        }
-
-        // A static ledger installed as its own companion (a link to it, or a copy) would run
-        // itself for ever: it says so instead.
-        for copy in [false, true] {
-            let wrong = folder + (copy ? "/copied" : "/looped")
-            try FileManager.default.createDirectory(atPath: wrong, withIntermediateDirectories: false)
-            try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger")
-            if copy {
-                try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger-dynamic")
-            } else {
-                try FileManager.default.createSymbolicLink(atPath: wrong + "/ledger-dynamic", withDestinationPath: "ledger")
+            // A copy without its companion: every other command works; these two say what is missing,
+            // and write nothing. Help and the option parser's usage errors are its own.
+            let alone = folder + "/alone"
+            try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: false)
+            try FileManager.default.copyItem(atPath: binary, toPath: alone + "/ledger")
+            let project = try runProcess(alone + "/ledger", ["project", "daily-steps", "--db", db, "--format", "json"])
+            #expect(project.status == 0 && project.stdout.contains("\"value\":"), "\(project.stderr)")
+            let other = folder + "/b.db"
+            for arguments in [["import", "apple-health", export, "--db", other], ["--db", other, "serve", "--listen", "127.0.0.1:0"]] {
+                // Under `timeout`: a `serve` that started after all would fail the test, not hang it.
+                let run = try runProcess("/usr/bin/timeout", ["20", alone + "/ledger"] + arguments)
+                #expect(run.status == 1)
+                let command = arguments.contains("serve") ? "serve" : "import"
+                #expect(run.stderr == "Error: 'ledger \(command)' runs in ledger-dynamic, the same program linked with the shared libraries that \(command) opens, and it could not be run (No such file or directory) from \(alone)/ledger-dynamic. It is built with ledger and must be installed beside it, executable\n", "\(run.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: other))
+                let help = try runProcess(alone + "/ledger", [command, "--help"])
+                #expect(help.status == 0 && help.stdout.hasPrefix("OVERVIEW: "), "\(help.stderr)")
+                let usage = try runProcess(alone + "/ledger", [command, "--no-such-option"])
+                #expect(usage.status == 64 && usage.stderr.hasPrefix("Error: unknown option '--no-such-option'"), "\(usage.stderr)")
             }
-            // Under `timeout`: were the loop back, the test would fail (124), not hang.
-            let run = try runProcess("/usr/bin/timeout", ["20", wrong + "/ledger", "import", "apple-health", export, "--db", other])
-            #expect(run.status == 1)
-            #expect(run.stderr == "Error: 'ledger import' runs in ledger-dynamic, the same program linked with the shared libraries that import opens, but the ledger-dynamic in \(wrong) is a static ledger itself (a copy of ledger or a link to it). Install the ledger-dynamic built with ledger in its place\n", "\(run.stderr)")
-            #expect(!FileManager.default.fileExists(atPath: other))
-        }
 
-        // A folder whose name is not UTF-8 (Latin-1 "café") is found all the same: the path was
-        // read as a string, with U+FFFD in place of the byte, and named no folder.
-        let latin1 = try runProcess("/bin/sh", ["-c", #"d="$1/$(printf 'caf\351')" && mkdir "$d" && cp "$2" "$3" "$d"/ && exec "$d"/ledger import apple-health "$4" --db "$5""#,
-                                                "sh", folder, binary, try ledgerDynamicBinary(), export, folder + "/c.db"])
-        #expect(latin1.status == 0 && latin1.stdout.hasPrefix("read 2 records: appended 2"), "\(latin1.stderr)")
+            // A static ledger installed as its own companion (a link to it, or a copy) would run
+            // itself for ever: it says so instead.
+            for copy in [false, true] {
+                let wrong = folder + (copy ? "/copied" : "/looped")
+                try FileManager.default.createDirectory(atPath: wrong, withIntermediateDirectories: false)
+                try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger")
+                if copy {
+                    try FileManager.default.copyItem(atPath: binary, toPath: wrong + "/ledger-dynamic")
+                } else {
+                    try FileManager.default.createSymbolicLink(atPath: wrong + "/ledger-dynamic", withDestinationPath: "ledger")
+                }
+                // Under `timeout`: were the loop back, the test would fail (124), not hang.
+                let run = try runProcess("/usr/bin/timeout", ["20", wrong + "/ledger", "import", "apple-health", export, "--db", other])
+                #expect(run.status == 1)
+                #expect(run.stderr == "Error: 'ledger import' runs in ledger-dynamic, the same program linked with the shared libraries that import opens, but the ledger-dynamic in \(wrong) is a static ledger itself (a copy of ledger or a link to it). Install the ledger-dynamic built with ledger in its place\n", "\(run.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: other))
+            }
+
+            // A folder whose name is not UTF-8 (Latin-1 "café") is found all the same: the path was
+            // read as a string, with U+FFFD in place of the byte, and named no folder.
+            let latin1 = try runProcess("/bin/sh", ["-c", #"d="$1/$(printf 'caf\351')" && mkdir "$d" && cp "$2" "$3" "$d"/ && exec "$d"/ledger import apple-health "$4" --db "$5""#,
+                                                    "sh", folder, binary, try ledgerDynamicBinary(), export, folder + "/c.db"])
+            #expect(latin1.status == 0 && latin1.stdout.hasPrefix("read 2 records: appended 2"), "\(latin1.stderr)")
+        }
     }
 
     /// An audit: `stats` read the data file's size through FileManager's attributes, which look
