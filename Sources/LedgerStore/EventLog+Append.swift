@@ -437,10 +437,11 @@ extension EventLog {
 
     /// Rebuilds the log's three indexes (`ids`, then `samples` and `sync`, which find
     /// corrections' targets through it) from the log: `rebuild --indexes`.
-    func reindexLog(in txn: Transaction) throws {
+    func reindexLog(in txn: Transaction, isInterrupted: () -> Bool = { false }) throws {
         try txn.clear(ids)
         var kinds: [EventKind: UInt64] = [:]
         try forEachLoggedEvent(in: txn) { event, _ in
+            if event.seq % 4096 == 0, isInterrupted() { throw Interrupted() }
             kinds[event.payload.kind, default: 0] += 1
             // Appends admit an id once; a second is a record someone added (an audit forged
             // one with a valid chain hash: the index kept the later and the repair looped).
@@ -453,14 +454,14 @@ extension EventLog {
         for kind in EventKind.allCases {
             try txn.put(meta, EventLog.countKey(kind), (kinds[kind] ?? 0).bigEndianBytes)
         }
-        try reindexSamples(in: txn)
+        try reindexSamples(in: txn, isInterrupted: isInterrupted)
     }
 
     static func countKey(_ kind: EventKind) -> [UInt8] { Array("count.\(kind.rawValue)".utf8) }
 
     /// Rebuilds the `samples` and `sync` indexes from the log: what appending every event again
     /// leaves in them.
-    func reindexSamples(in txn: Transaction) throws {
+    func reindexSamples(in txn: Transaction, isInterrupted: () -> Bool = { false }) throws {
         try txn.clear(samples)
         try txn.clear(sync)
         // Every event was admitted by these same checks when it was appended, in this order, so
@@ -469,6 +470,7 @@ extension EventLog {
         // build admitted must stay repairable.)
         let cursor = try txn.writeCursor(samples)
         try forEachLoggedEvent(in: txn) { event, _ in
+            if event.seq % 4096 == 0, isInterrupted() { throw Interrupted() }
             switch event.payload {
             case .sample(let sample): _ = try index(sample, at: SeqKey(event.seq), in: txn, through: cursor)
             case .correction(let correction): _ = try apply(correction, at: nil, in: txn, checkingRescale: false)

@@ -3,7 +3,8 @@ import LedgerCore
 import Synchronization
 
 extension EventLog {
-    /// Why `backup` (or `walkChain`) stopped before it was done: `isInterrupted` said so.
+    /// Why `backup`, `walkChain` or `rebuildProjections` stopped before it was done:
+    /// `isInterrupted` said so.
     public struct Interrupted: Error {}
 
     /// Copies the ledger, as one read snapshot sees it, into `destination`: a directory that

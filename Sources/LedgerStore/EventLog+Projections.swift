@@ -220,31 +220,38 @@ extension EventLog {
             let step = makeStep()
             var chunk: [FoldedRecord] = []
             chunk.reserveCapacity(4096)
+            /// Moves the records read so far over, so that the folding thread, which takes
+            /// them out, finds the list its own and never copies it. Swapped out into a local
+            /// first: `consume chunk`, of a variable the scan's closure captures, left `chunk`
+            /// holding the list the channel then freed when the folding thread had stopped
+            /// (`Cancelled`), and the handing over of the rest below freed it again (a rebuild
+            /// interrupted mid-scan crashed in the allocator, its SIGSEGV reported as damage).
+            func handOver() throws {
+                var full: [FoldedRecord] = []
+                swap(&full, &chunk)
+                chunk.reserveCapacity(4096)
+                try emit(consume full)
+            }
             try self.environment.read { snapshot in
                 do {
                     try snapshot.scan(self.events) { key, value in
                         guard let record = try self.folded(key, value, step, in: snapshot) else { return false }
                         chunk.append(record)
-                        if chunk.count == 4096 {
-                            // Moved over, so that the folding thread, which takes the records
-                            // out, finds the list its own and never copies it.
-                            try emit(consume chunk)
-                            chunk = []
-                            chunk.reserveCapacity(4096)
-                        }
+                        if chunk.count == 4096 { try handOver() }
                         return true
                     }
+                } catch let cancelled as Pipeline.Cancelled {
+                    throw cancelled  // the folding thread stopped: nothing more goes over
                 } catch {
                     // The records read before the one that failed go over first, as they are
                     // folded first when one thread does both: the folding thread may find a
                     // problem of an earlier seq in them (a chain link left to it), which is then
                     // the one named.
-                    if !chunk.isEmpty { try? emit(consume chunk) }
-                    chunk = []
+                    if !chunk.isEmpty { try? handOver() }
                     throw error
                 }
             }
-            if !chunk.isEmpty { try emit(consume chunk) }
+            if !chunk.isEmpty { try handOver() }
         }, consume: { (chunk: consuming [FoldedRecord]) in
             // Each record is moved out of the chunk and lent to `fold`: copying it out, or
             // lending it in place (which the compiler made a copy too), retained its strings.
@@ -341,7 +348,8 @@ extension EventLog {
     /// The snapshot is the log this transaction started from (LMDB lets one writer in at a
     /// time); events this transaction appended itself are folded after it, from `txn`.
     @discardableResult
-    func rebuildProjections(in txn: Transaction, progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
+    func rebuildProjections(in txn: Transaction, progress: ((UInt64) -> Void)? = nil,
+                            isInterrupted: () -> Bool = { false }) throws -> UInt64 {
         for table in StateTable.allCases {
             try txn.clear(stateDatabases[table.ordinal])
         }
@@ -354,6 +362,7 @@ extension EventLog {
             if endsBatch { try storeChanges(try fold.flush(), in: txn) }
             last = event.seq
             if last % EventLog.progressStep == 0 { progress?(last) }
+            if last % 4096 == 0, isInterrupted() { throw Interrupted() }
         }
         let head = try head(in: txn).seq
         try foldRecords({
@@ -377,6 +386,7 @@ extension EventLog {
         }
         try storeChanges(try fold.flush(), in: txn)
         try setProjectionPosition(last, in: txn)
+        if isInterrupted() { throw Interrupted() }
         return last
     }
 
@@ -388,16 +398,19 @@ extension EventLog {
     /// With `acceptingHead`, the log is folded as it is even when the projections were folded
     /// past its end (what `checkNotPastHead` refuses), its missing end accepted; its indexes
     /// and counts, which still hold the missing events, are made again from it too.
+    /// `isInterrupted` is asked every 4,096 events and once more before the commit; when it
+    /// says so, `Interrupted` is thrown and the transaction is given up: nothing changes.
     @discardableResult
     public func rebuildProjections(indexes: Bool = false, acceptingHead: Bool = false,
-                                   progress: ((UInt64) -> Void)? = nil) throws -> UInt64 {
+                                   progress: ((UInt64) -> Void)? = nil,
+                                   isInterrupted: () -> Bool = { false }) throws -> UInt64 {
         try environment.write { txn in
             // (A position that does not decode is damage `rebuild` mends.)
             if !acceptingHead, let position = try? metaNumber(EventLog.projectionPositionKey, in: txn) {
                 try EventLog.checkNotPastHead(position: position, head: try head(in: txn).seq)
             }
-            if indexes || acceptingHead { try reindexLog(in: txn) }
-            return try rebuildProjections(in: txn, progress: progress)
+            if indexes || acceptingHead { try reindexLog(in: txn, isInterrupted: isInterrupted) }
+            return try rebuildProjections(in: txn, progress: progress, isInterrupted: isInterrupted)
         }
     }
 

@@ -598,6 +598,31 @@ struct EventLogTests {
         }
     }
 
+    /// A rebuild stopped by `isInterrupted` gives up its transaction. An audit of `ledger
+    /// rebuild` under SIGTERM found it crashing in the allocator: the folding thread stopped
+    /// while the reading thread waited to hand over a chunk, the channel freed that chunk, and
+    /// the reading thread's error path handed the same chunk over again (a double free). The
+    /// log here is long enough that the reading thread is waiting when the fold stops.
+    @Test("a rebuild interrupted while the reading thread waits throws Interrupted and changes nothing")
+    func interruptedRebuild() throws {
+        try withTemporaryLedger { path in
+            let log = try EventLog(path: path, create: true)
+            _ = try log.append(try batch(Fixtures.stepsFile(count: 30_000)))
+            let transaction = log.lastTransactionID
+            let rows = try log.rows(.daily, filter: RowFilter())
+            for indexes in [false, true] {
+                var asked = 0
+                #expect(throws: EventLog.Interrupted.self) {
+                    _ = try log.rebuildProjections(indexes: indexes, isInterrupted: { asked += 1; return asked > 1 })
+                }
+                #expect(log.lastTransactionID == transaction)
+            }
+            #expect(try log.rows(.daily, filter: RowFilter()) == rows)
+            #expect(try log.rebuildProjections() == 30_000)
+            #expect(try log.rows(.daily, filter: RowFilter()) == rows)
+        }
+    }
+
     /// The server checks a POST's token when its headers come and when its body is in; a
     /// large body then parses for seconds, and an audit's removal in between still let its
     /// 200,000 events be committed. The commit's own transaction checks it last.
