@@ -64,7 +64,8 @@ extension Commands {
         and the error names the line (or array index) and the field. Re-sending an event already \
         in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
         with the input: split a file near the machine's memory into several appends. On a terminal, \
-        stderr counts the events checked every 65,536.
+        stderr counts the events checked every 65,536. SIGINT or SIGTERM once the input is \
+        read stops the append before its commit, with nothing written (exit 130).
         """,
         arguments: [("FILE", "A file of events, or - for standard input (the default).")],
         options: [helpOption, dbOption,
@@ -89,6 +90,11 @@ extension Commands {
         if !bytes.contains(where: { !EventInput.isSpace($0) }) {
             throw InputError(location: nil, message: "no events in input")
         }
+        // SIGINT or SIGTERM from here on stops the append before its commit, with nothing
+        // written (it used to end the process with nothing said). Caught only once the input
+        // is read: a read from a terminal or a pipe that SIGINT cannot end would hold the
+        // command, and a signal that ends it there has nothing to undo.
+        catchInterrupts()
         let result = try context.withCreatedLog(arguments) { log in
             // Stored, indexed and folded, an event takes about 4.5 times its NDJSON line.
             try log.environment.reserve(bytes.count * 6)
@@ -118,15 +124,23 @@ extension Commands {
                     if !chunk.isEmpty { try send() }
                 }, drain: { next in
                     while let chunk = try next() {
+                        if interrupted.load(ordering: .relaxed) { throw appendStopped }
                         for (location, prepared) in chunk { try add(location, prepared) }
                         progress?.count(chunk.count, step: EventLog.progressStep)
                     }
+                    // The last look before the commit: a signal after it finds the append
+                    // committing, and the command ends as it would have, saying what it wrote.
+                    if interrupted.load(ordering: .relaxed) { throw appendStopped }
                 })
             }
         }
         context.stdout.write("appended \(result.appended), duplicates \(result.duplicates), superseded \(result.superseded), head \(result.head)\n")
         return 0
     }
+
+    /// What an append stopped by SIGINT or SIGTERM says: its one transaction was never
+    /// committed (and a ledger it created is removed, as a refused append's is).
+    static let appendStopped = CLIError.interrupted("the append was stopped before its commit; nothing of it was written")
 
     static let logCommand = Command(
         name: "log",
@@ -288,7 +302,8 @@ extension Commands {
         terminal, stderr counts the events verified every 65,536. With --expect-hash, the \
         hash of seq SEQ must also be HASH, one kept earlier (as verify, replay, log, stats or \
         backup printed it): that proves the log up to SEQ is the one it was then, which a \
-        chain rewritten whole, every hash recomputed, would pass without it.
+        chain rewritten whole, every hash recomputed, would pass without it. SIGINT or \
+        SIGTERM stops it at once (exit 130: not checked to its end).
         """,
         options: [helpOption, dbOption,
                   OptionSpec(name: "expect-hash", value: "SEQ:HASH", help: "Also fail unless seq SEQ's chain hash is HASH (64 hex digits), a hash kept earlier.")]
@@ -302,6 +317,12 @@ extension Commands {
             }
             kept = (seq, parts[1].lowercased())
         }
+        // Verify only reads (what it may write, projections of another fold version made
+        // again, is one transaction that a signal cannot leave half done): SIGINT or SIGTERM
+        // ends it at once, saying so, where it used to end it with nothing said.
+        let restoreHandlers = exitAtInterrupt(saying: "verify was stopped before it finished; the ledger was not checked to its end",
+                                              stderrIsTerminal: context.stderr.isTerminal)
+        defer { restoreHandlers() }
         let log = try context.openLog(arguments, create: false)
         let progress = ProgressLine(sink: context.stderr) { "verified \($0) events…" }
         defer { progress?.finish() }

@@ -130,7 +130,8 @@ extension Commands {
         first. Runs in one write transaction: readers keep seeing the old rows until it \
         commits. On a terminal, stderr counts the events folded every 65,536. Projections folded \
         past the log's last event mean events were removed from its end, and every command \
-        refuses such a ledger; --accept-head folds the log as it is, saying which seqs are gone.
+        refuses such a ledger; --accept-head folds the log as it is, saying which seqs are gone. \
+        SIGINT or SIGTERM stops it before its commit, with nothing changed (exit 130).
         """,
         arguments: [("NAME", "daily, daily-steps, per-source, last-known or grants (default: all).")],
         options: [helpOption, dbOption,
@@ -149,7 +150,17 @@ extension Commands {
         let indexes = arguments.flags.contains("indexes")
         let accepting = arguments.flags.contains("accept-head")
         let position = accepting ? try log.statistics().projectionPosition : nil
-        let folded = try log.rebuildProjections(indexes: indexes, acceptingHead: accepting, progress: progress?.show)
+        // SIGINT or SIGTERM stops the fold and gives up its one transaction (it used to end
+        // the process with nothing said); a signal during the commit lets it finish.
+        catchInterrupts()
+        let folded: UInt64
+        do {
+            folded = try log.rebuildProjections(indexes: indexes, acceptingHead: accepting, progress: progress?.show,
+                                                isInterrupted: { interrupted.load(ordering: .relaxed) })
+        } catch is EventLog.Interrupted {
+            progress?.finish()
+            throw CLIError.interrupted("the rebuild was stopped before its commit; nothing was changed: the projections\(indexes || accepting ? " and the log's indexes" : "") are as they were")
+        }
         progress?.finish()
         if let position, position > head {
             context.stderr.write("note: the projections had been folded up to seq \(position); the log ends at seq \(head), so seq\(position > head + 1 ? "s \(head + 1)–\(position) are" : " \(position) is") not in it, and the rows no longer count \(position > head + 1 ? "them" : "it")\n")

@@ -21,13 +21,7 @@ let writesDrainAfterInterrupt = Atomic<Bool>(false)
 /// (a reader that stopped reading does not hold `subscribe` past Ctrl-C). `serve`
 /// keeps restarting system calls, so a commit's flush is never cut by its own shutdown.
 func catchInterrupts(interruptingWrites: Bool = false) {
-    // A parent may have started us with these signals blocked (threads of a test runner often
-    // block all signals, and the mask is inherited): unblock them, or they never arrive.
-    var signals = sigset_t()
-    sigemptyset(&signals)
-    sigaddset(&signals, SIGINT)
-    sigaddset(&signals, SIGTERM)
-    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    unblockInterrupts()
     if interruptingWrites { writesDrainAfterInterrupt.store(true, ordering: .relaxed) }
     // A SIGINT the parent ignored stays ignored, as programs that catch it leave it: a
     // non-interactive shell starts `ledger serve &` with SIGINT ignored, so that Ctrl-C at the
@@ -40,6 +34,47 @@ func catchInterrupts(interruptingWrites: Bool = false) {
         terminatedBySIGTERM.store(true, ordering: .relaxed)
         interrupted.store(true, ordering: .relaxed)
     }
+}
+
+/// The line `exitAtInterrupt`'s handler writes: made before the handler is installed, because
+/// a handler may only call async-signal-safe functions.
+nonisolated(unsafe) private var interruptLine: UnsafeMutablePointer<CChar>?
+nonisolated(unsafe) private var interruptLineLength = 0
+
+/// Makes SIGINT and SIGTERM end a command that only reads at once, writing "Interrupted:
+/// `message`" to stderr and exiting 130: with nothing to give up or finish, it need not reach
+/// a point where it looks at `interrupted` (verify's three walks would each need one). SIGINT
+/// stays ignored when the parent ignored it, as in `catchInterrupts`. Returns what puts the
+/// handlers before it back, for when the command is done (it may run inside a test's process).
+func exitAtInterrupt(saying message: String, stderrIsTerminal: Bool) -> () -> Void {
+    // On a terminal the line starts on a line of its own, after a progress count or the `^C`.
+    interruptLine = strdup((stderrIsTerminal ? "\n" : "") + "Interrupted: \(message)\n")
+    interruptLineLength = strlen(interruptLine!)
+    unblockInterrupts()
+    let handler: @convention(c) (Int32) -> Void = { _ in
+        _ = write(2, interruptLine, interruptLineLength)
+        _exit(130)
+    }
+    var previous: [(Int32, sigaction)] = []
+    for signal in [SIGINT, SIGTERM] where signal == SIGTERM || !isIgnored(SIGINT) {
+        var before = sigaction()
+        sigaction(signal, nil, &before)
+        previous.append((signal, before))
+        installHandler(signal, restarting: true, handler)
+    }
+    return {
+        for var (signal, action) in previous { sigaction(signal, &action, nil) }
+    }
+}
+
+/// A parent may have started us with SIGINT and SIGTERM blocked (threads of a test runner
+/// often block all signals, and the mask is inherited): unblocked, or they never arrive.
+private func unblockInterrupts() {
+    var signals = sigset_t()
+    sigemptyset(&signals)
+    sigaddset(&signals, SIGINT)
+    sigaddset(&signals, SIGTERM)
+    pthread_sigmask(SIG_UNBLOCK, &signals, nil)
 }
 
 /// Whether `signal`'s disposition is `SIG_IGN` (`sigaction`).

@@ -871,7 +871,8 @@ struct HelpTests {
         and the error names the line (or array index) and the field. Re-sending an event already \
         in the log is a duplicate, not a second event. One batch is one transaction, so memory grows \
         with the input: split a file near the machine's memory into several appends. On a terminal, \
-        stderr counts the events checked every 65,536.
+        stderr counts the events checked every 65,536. SIGINT or SIGTERM once the input is \
+        read stops the append before its commit, with nothing written (exit 130).
 
         USAGE: ledger append [FILE|-] [--db PATH] [--expect-head N]
 

@@ -375,6 +375,70 @@ struct EndToEndTests {
         }
     }
 
+    /// An audit: SIGINT or SIGTERM during a long `append`, `rebuild` or `verify` ended the
+    /// process by the signal, with nothing said (nothing was committed, but nobody was told).
+    /// Now each exits 130 with one line; the writers give up their transaction, and an append
+    /// that created the ledger removes it. (SIGTERM: a test runner's children may inherit
+    /// SIGINT ignored, which `ledger` then keeps ignoring.)
+    @Test("SIGTERM stops append, rebuild and verify: exit 130, one line, nothing committed",
+          arguments: ["append", "append-new", "rebuild", "rebuild-indexes", "verify"])
+    func interruptedCommands(_ command: String) throws {
+        let binary = try ledgerBinary()
+        try withTemporaryLedger { db in
+            let events = db + "-events.ndjson"
+            try Fixtures.stepsFile(count: 20_000).write(toFile: events, atomically: false, encoding: .utf8)
+            defer { try? FileManager.default.removeItem(atPath: events) }
+            let target = command == "append-new" ? db + "-new" : db
+            if command != "append-new" {
+                #expect(try runProcess(binary, ["append", events, "--db", db]).status == 0)
+                // The append below adds another user's 20,000, none of them a duplicate.
+                try Fixtures.stepsFile(count: 20_000, user: "other").write(toFile: events, atomically: false, encoding: .utf8)
+            }
+            let before = command == "append-new" ? nil : try EventLog(path: db, create: false)
+            let transaction = before?.lastTransactionID
+            let arguments: String
+            let expected: String
+            switch command {
+            case "append", "append-new":
+                arguments = #"append "$EVENTS""#
+                expected = "Interrupted: the append was stopped before its commit; nothing of it was written\n"
+            case "rebuild":
+                arguments = "rebuild"
+                expected = "Interrupted: the rebuild was stopped before its commit; nothing was changed: the projections are as they were\n"
+            case "rebuild-indexes":
+                arguments = "rebuild --indexes"
+                expected = "Interrupted: the rebuild was stopped before its commit; nothing was changed: the projections and the log's indexes are as they were\n"
+            default:
+                arguments = "verify"
+                expected = "Interrupted: verify was stopped before it finished; the ledger was not checked to its end\n"
+            }
+            let child = try SpawnedGroup(shell: #"exec "$LEDGER" "# + arguments + #" --db "$DB" 2>&1"#,
+                                         environment: ["LEDGER": binary, "EVENTS": events, "DB": target])
+            defer { child.killGroup() }
+            // Sent once the command catches SIGTERM (its handler is in place before the work
+            // that takes seconds here begins), so that it lands in that work.
+            #expect(waitUntilCatching(SIGTERM, child.pid), "the command never caught SIGTERM")
+            kill(child.pid, SIGTERM)
+            var status: Int32 = 0
+            var exited = false
+            for _ in 0..<1_000 where !exited {  // at most 10 s
+                exited = waitpid(child.pid, &status, WNOHANG) == child.pid
+                if !exited { usleep(10_000) }
+            }
+            #expect(exited, "\(command) was still running 10 s after SIGTERM")
+            guard exited else { return }
+            #expect((status & 0x7F) == 0 && (status >> 8) & 0xFF == 130, "status \(status)")
+            #expect(child.readRemainingOutput() == expected)
+            if let before, let transaction {
+                // No transaction was committed: the log, its indexes and projections are the ones before.
+                #expect(before.lastTransactionID == transaction)
+                #expect(try before.head().seq == 20_000)
+            } else {
+                #expect(!FileManager.default.fileExists(atPath: target), "the ledger the append created was left")
+            }
+        }
+    }
+
     /// Arguments are read as UTF-8: one that is not used to reach the command mangled, and
     /// an import said a file with U+FFFD in its name did not exist.
     @Test("an argument that is not UTF-8 is a usage error that says so")

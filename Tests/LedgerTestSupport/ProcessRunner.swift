@@ -136,6 +136,24 @@ private final class CollectedOutput: @unchecked Sendable {
     }
 }
 
+/// Waits, at most `seconds`, until process `pid` is `ledger` (its name once a shell has
+/// exec'd it) and has a handler for `signal` (`SigCgt` in /proc/PID/status): a signal sent then
+/// reaches the command's own handling, not the shell or the default action. False if it did not.
+public func waitUntilCatching(_ signal: Int32, _ pid: pid_t, seconds: Double = 20) -> Bool {
+    let deadline = Date().addingTimeInterval(seconds)
+    while Date() < deadline {
+        if let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8), name == "ledger\n",
+           let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+           let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+           let mask = UInt64(line.dropFirst("SigCgt:".count).trimmingCharacters(in: .whitespaces), radix: 16),
+           mask & (1 << UInt64(signal - 1)) != 0 {
+            return true
+        }
+        usleep(2_000)
+    }
+    return false
+}
+
 /// A child started in its own process group, so that it and everything it starts can be
 /// killed at once (`kill(-pid, SIGKILL)`). Its stdout is readable line by line.
 public final class SpawnedGroup: @unchecked Sendable {
