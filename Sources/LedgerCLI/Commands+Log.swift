@@ -348,6 +348,9 @@ extension Commands {
                 : "projections of fold version \(version) made again for this build's version \(ActivityFold.version)")
                 + ", so the stored ones were not compared (\(rows) rows)"
         } ?? "projections match a fresh fold (\(rows) rows)"
+        // Every check is done: a signal from here on ends the command as it would any other,
+        // not with a line that contradicts the `ok` (an audit saw both, and exit 130).
+        restoreHandlers()
         context.stdout.write("ok: \(report.verified) events, hash chain intact, head seq \(report.head.seq), hash \(report.head.hash.hex)\(keptNote); \(projections); indexes agree\n")
         return 0
     }

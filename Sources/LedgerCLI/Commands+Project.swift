@@ -142,6 +142,10 @@ extension Commands {
         if let name = arguments.positionals.first, ProjectionName.parse(name) == nil {
             throw CLIError.usage("unknown projection '\(name)'\(suggestion(for: name, among: projectionNames))", usage: arguments.usage)
         }
+        // SIGINT or SIGTERM stops the fold and gives up its one transaction (it used to end
+        // the process with nothing said); a signal during the commit lets it finish. Caught
+        // from the start, so that one sent early is not the default action either.
+        catchInterrupts()
         let log = try context.openLog(arguments, create: false)
         let started = Date()
         let head = try log.head().seq
@@ -150,9 +154,6 @@ extension Commands {
         let indexes = arguments.flags.contains("indexes")
         let accepting = arguments.flags.contains("accept-head")
         let position = accepting ? try log.statistics().projectionPosition : nil
-        // SIGINT or SIGTERM stops the fold and gives up its one transaction (it used to end
-        // the process with nothing said); a signal during the commit lets it finish.
-        catchInterrupts()
         let folded: UInt64
         do {
             folded = try log.rebuildProjections(indexes: indexes, acceptingHead: accepting, progress: progress?.show,

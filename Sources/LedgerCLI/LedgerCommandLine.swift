@@ -136,7 +136,10 @@ public enum LedgerCommandLine {
             context.stderr.write("Error: \(visibleCharacters(message))\n")
             return 65
         case .interrupted(let message):
-            context.stderr.write("Interrupted: \(visibleCharacters(message))\n")
+            // On a terminal the line is cleared first: it holds the `^C` the terminal echoed
+            // when no progress line ended it (an audit saw `^CInterrupted: …`).
+            let clear = context.stderr.isTerminal ? "\r\u{1B}[K" : ""
+            context.stderr.write("\(clear)Interrupted: \(visibleCharacters(message))\n")
             return 130
         }
     }
